@@ -1,0 +1,140 @@
+"""Contexts: which array module (NumPy or CuPy), device and float type a
+computation uses.  Every function is written once against an array module
+``xp``; the context decides which one it gets."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from types import ModuleType
+
+import numpy as np
+
+from .errors import DpnbError
+
+_TYPE_CONFIGS = {"float": np.float32, "double": np.float64, "half": np.float16}
+_EXTENSIONS = ("cpu", "cuda", "cudnn")
+
+
+@dataclasses.dataclass
+class Context:
+    """Where arrays live and what they compute with, as in nnabla.
+
+    ``backend`` lists ``"<extension>:<type_config>"`` entries, first one wins;
+    ``device_id`` is a string, as nnabla has it (``comm.init()`` sets it to the
+    local rank)."""
+
+    backend: list[str] = dataclasses.field(default_factory=lambda: ["cpu:float"])
+    array_class: str = "CpuCachedArray"
+    device_id: str = "0"
+
+    @property
+    def extension(self) -> str:
+        return self.backend[0].split(":")[0]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(_TYPE_CONFIGS[self.backend[0].split(":")[1]])
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.extension in ("cuda", "cudnn")
+
+    @property
+    def xp(self) -> ModuleType:
+        """The array module of this context; importing CuPy only when asked."""
+        if not self.is_gpu:
+            return np
+        cupy = require_cupy()
+        cupy.cuda.Device(int(self.device_id)).use()
+        return cupy
+
+
+def require_cupy() -> ModuleType:
+    """CuPy with at least one visible GPU, or an error that says how to get it."""
+    try:
+        import cupy
+    except ImportError as e:
+        raise DpnbError(
+            "a 'cuda'/'cudnn' context needs CuPy, which is not installed; "
+            "install it with `pip install 'dpnb[gpu]'` (cupy-cuda12x), or use "
+            "get_extension_context('cpu') / dpnb.default_extension()") from e
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:  # CUDA driver missing or broken
+        raise DpnbError(f"CuPy is installed but no CUDA device is usable ({e}); "
+                        "use get_extension_context('cpu') on this machine") from e
+    if count == 0:
+        raise DpnbError("CuPy is installed but this machine has no GPU; "
+                        "use get_extension_context('cpu')")
+    return cupy
+
+
+def make_context(extension: str, device_id: int | str = 0, type_config: str = "float") -> Context:
+    """Build a Context; the checks behind ``get_extension_context``."""
+    if extension not in _EXTENSIONS:
+        raise DpnbError(f"unknown extension {extension!r}: expected one of {_EXTENSIONS}")
+    if type_config not in _TYPE_CONFIGS:
+        raise DpnbError(f"unknown type_config {type_config!r}: "
+                        f"expected one of {tuple(_TYPE_CONFIGS)}")
+    if extension == "cpu":
+        return Context([f"cpu:{type_config}"], "CpuCachedArray", str(device_id))
+    require_cupy()
+    backend = [f"cudnn:{type_config}"] if extension == "cudnn" else []
+    backend += [f"cuda:{type_config}", f"cpu:{type_config}"]
+    return Context(backend, "CudaCachedArray", str(device_id))
+
+
+def default_extension() -> str:
+    """"cudnn" where this process can use a GPU, else "cpu": for code that must run anywhere."""
+    try:
+        require_cupy()
+    except DpnbError:
+        return "cpu"
+    return "cudnn"
+
+
+_current = Context()
+
+
+def get_current_context() -> Context:
+    return _current
+
+
+def set_default_context(ctx: Context) -> None:
+    """Make ``ctx`` the context new variables, parameters and functions use."""
+    global _current
+    if not isinstance(ctx, Context):
+        raise DpnbError(f"set_default_context expects a Context, got {type(ctx).__name__}")
+    _current = ctx
+
+
+@contextlib.contextmanager
+def context_scope(ctx: Context) -> Iterator[Context]:
+    """Use ``ctx`` as the default context inside the ``with`` block."""
+    previous = _current
+    set_default_context(ctx)
+    try:
+        yield ctx
+    finally:
+        set_default_context(previous)
+
+
+def array_module_of(array) -> ModuleType:
+    """NumPy for NumPy arrays, CuPy for CuPy arrays."""
+    if isinstance(array, np.ndarray):
+        return np
+    module = type(array).__module__.split(".")[0]
+    if module == "cupy":
+        import cupy
+        return cupy
+    return np
+
+
+def to_module(array, xp: ModuleType):
+    """``array`` as an array of module ``xp``, moving it between host and GPU if needed."""
+    if array_module_of(array) is xp:
+        return array
+    if xp is np:
+        return array.get()
+    return xp.asarray(array)

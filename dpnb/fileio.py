@@ -1,0 +1,54 @@
+"""Atomic files: a crash while saving leaves the previous file intact."""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from typing import BinaryIO
+
+import numpy as np
+
+from .errors import DpnbError
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """Write to a temporary file beside ``path``, then rename it over ``path``."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def save_arrays(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
+    """Save named arrays as an .npz archive, atomically."""
+    with atomic_write(path) as f:
+        np.savez(f, **arrays)
+
+
+def load_arrays(path: str | os.PathLike, what: str) -> dict[str, np.ndarray]:
+    """Read an archive written by ``save_arrays``; ``what`` names it in errors."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise DpnbError(f"{what} file {path!r} does not exist; check the path")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except Exception as e:
+        raise DpnbError(f"{what} file {path!r} is truncated or not a dpnb {what} file "
+                        f"({type(e).__name__}: {e}); save it again") from e

@@ -1,0 +1,12 @@
+"""nnabla-style functions (``import dpnb.functions as F``), one module per family.
+
+Each function is a small ``Function`` subclass holding forward and backward,
+plus the lower-case call that adds it to the graph."""
+from .activation import *  # noqa: F401,F403
+from .array import *  # noqa: F401,F403
+from .loss import *  # noqa: F401,F403
+from .math import *  # noqa: F401,F403
+from .nn import *  # noqa: F401,F403
+from .normalization import *  # noqa: F401,F403
+from .pooling import *  # noqa: F401,F403
+from .stochastic import *  # noqa: F401,F403

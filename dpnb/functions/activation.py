@@ -1,0 +1,2 @@
+"""activation functions."""
+__all__: list[str] = []

@@ -1,0 +1,2 @@
+"""array functions."""
+__all__: list[str] = []

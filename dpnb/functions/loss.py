@@ -1,0 +1,2 @@
+"""loss functions."""
+__all__: list[str] = []

@@ -1,0 +1,2 @@
+"""nn functions."""
+__all__: list[str] = []

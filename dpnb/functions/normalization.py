@@ -1,0 +1,2 @@
+"""normalization functions."""
+__all__: list[str] = []

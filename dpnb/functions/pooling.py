@@ -1,0 +1,2 @@
+"""pooling functions."""
+__all__: list[str] = []

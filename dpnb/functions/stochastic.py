@@ -1,0 +1,2 @@
+"""stochastic functions."""
+__all__: list[str] = []

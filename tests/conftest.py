@@ -1,0 +1,26 @@
+import numpy as np
+import pytest
+
+import dpnb as nn
+
+
+@pytest.fixture(autouse=True)
+def fresh_state():
+    """Each test starts with no parameters, the default context and a fixed seed."""
+    nn.clear_parameters()
+    nn.seed(313)
+    with nn.context_scope(nn.Context()):
+        yield
+    nn.clear_parameters()
+
+
+def gpu_available() -> bool:
+    return nn.default_extension() == "cudnn"
+
+
+requires_gpu = pytest.mark.skipif(not gpu_available(), reason="needs CuPy and a GPU")
+
+
+@pytest.fixture
+def rng():
+    return np.random.RandomState(0)
