@@ -1,0 +1,184 @@
+"""F.reshape, transpose, concatenate, slice and identity."""
+import numpy as np
+import pytest
+from conftest import requires_gpu
+from gradcheck import check_grad
+
+import dpnb as nn
+import dpnb.functions as F
+from dpnb import DpnbError
+from dpnb.ext_utils import get_extension_context
+
+
+@pytest.mark.parametrize("shape, expected", [((6, 4), (6, 4)), ((-1,), (24,)), ((2, -1, 3), (2, 4, 3)),
+                                             ((4, 3, 2, 1), (4, 3, 2, 1))])
+@pytest.mark.parametrize("inplace", [True, False])
+def test_reshape(shape, expected, inplace, rng):
+    x = rng.randn(2, 3, 4)
+    y = check_grad(lambda v: F.reshape(v, shape, inplace=inplace), [x])
+    np.testing.assert_array_equal(y.d, x.reshape(expected))
+
+
+def test_reshape_inplace_shares_memory_and_a_copy_does_not(rng):
+    x = nn.Variable.from_numpy_array(rng.randn(2, 3))
+    shared, copied = F.reshape(x, (3, 2)), F.reshape(x, (3, 2), inplace=False)
+    shared.forward()
+    copied.forward()
+    assert np.shares_memory(shared.d, x.d)
+    assert not np.shares_memory(copied.d, x.d)
+
+
+@pytest.mark.parametrize("shape, message", [
+    ((5, 5), r"Reshape: cannot reshape \(2, 3, 4\) \(24 elements\) to \(5, 5\); the new shape must"),
+    ((5, -1), r"cannot reshape \(2, 3, 4\) \(24 elements\) to \(5, -1\)"),
+    ((-1, -1), r"at most one -1, got \(-1, -1\)"),
+    ((0, -1), r"to \(0, -1\)"),
+    ((-2, 12), r"at most one -1, got \(-2, 12\)"),
+])
+def test_reshape_errors(shape, message):
+    with pytest.raises(DpnbError, match=message):
+        F.reshape(nn.Variable((2, 3, 4)), shape)
+
+
+@pytest.mark.parametrize("axes", [(0, 1, 2), (2, 0, 1), (1, 0, 2), (2, 1, 0)])
+def test_transpose(axes, rng):
+    x = rng.randn(2, 3, 4)
+    y = check_grad(lambda v: F.transpose(v, axes), [x])
+    np.testing.assert_array_equal(y.d, np.transpose(x, axes))
+    assert y.d.flags.c_contiguous
+
+
+@pytest.mark.parametrize("axes", [(0, 1), (0, 1, 1), (0, 1, 3), (-1, 0, 1)])
+def test_transpose_rejects_a_non_permutation(axes):
+    with pytest.raises(DpnbError, match=r"Transpose: axes must be a permutation of 0..2 for an input of "
+                                        r"shape \(2, 3, 4\), got "):
+        F.transpose(nn.Variable((2, 3, 4)), axes)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, 2, -2])
+def test_concatenate(axis, rng):
+    ax = 2 if axis is None else axis % 3
+    shapes = []
+    for size in (1, 3, 2):
+        shape = [2, 3, 4]
+        shape[ax] = size
+        shapes.append(tuple(shape))
+    arrays = [rng.randn(*s) for s in shapes]
+    build = (lambda *v: F.concatenate(*v)) if axis is None else (lambda *v: F.concatenate(*v, axis=axis))
+    y = check_grad(build, arrays)
+    np.testing.assert_array_equal(y.d, np.concatenate(arrays, axis=ax))
+
+
+def test_concatenate_one_input_and_float32(rng):
+    a = rng.randn(2, 3).astype(np.float32)
+    y = F.concatenate(nn.Variable.from_numpy_array(a), axis=0)
+    y.forward()
+    assert y.dtype == np.float32
+    np.testing.assert_array_equal(y.d, a)
+
+
+def test_concatenate_errors():
+    with pytest.raises(DpnbError, match=r"Concatenate: input 1 has shape \(2, 4\) but input 0 has "
+                                        r"\(2, 3\); the shapes must be equal except on axis 0"):
+        F.concatenate(nn.Variable((2, 3)), nn.Variable((2, 4)), axis=0)
+    with pytest.raises(DpnbError, match=r"input 1 has shape \(2, 3, 1\)"):
+        F.concatenate(nn.Variable((2, 3)), nn.Variable((2, 3, 1)))
+    with pytest.raises(DpnbError, match=r"axis must be an int in \[-2, 2\)"):
+        F.concatenate(nn.Variable((2, 3)), nn.Variable((2, 3)), axis=2)
+    with pytest.raises(DpnbError, match="Concatenate: needs at least one input variable"):
+        F.concatenate()
+
+
+def _numpy_slice(x, start, stop, step):
+    """The reference: Python slices on the last len(start) axes, written out by hand."""
+    n = len(start)
+    index = [slice(None)] * (x.ndim - n)
+    index += [slice(a, b, c) for a, b, c in zip(start, stop, step)]
+    return x[tuple(index)]
+
+
+@pytest.mark.parametrize("start, stop, step", [
+    ((0, 1, 0), (2, 3, 4), (1, 1, 2)),
+    ((1, 0, 3), (2, 3, 0), (1, 2, -1)),
+    ((-1, -2, None), (None, None, None), (None, -1, 3)),
+    ((1,), (3,), (1,)),
+    ((None, None), (None, None), (-1, -2)),
+    ((0, 0, 0), (2, 3, 4), (1, 1, 1)),
+])
+def test_slice(start, stop, step, rng):
+    x = rng.randn(2, 3, 4)
+    y = check_grad(lambda v: F.slice(v, start, stop, step), [x])
+    expected = _numpy_slice(x, start, stop, step)
+    assert y.shape == expected.shape
+    np.testing.assert_array_equal(y.d, expected)
+
+
+def test_slice_defaults(rng):
+    x = rng.randn(3, 4)
+    v = nn.Variable.from_numpy_array(x)
+    whole, start_only, stop_only = F.slice(v), F.slice(v, start=(1, 2)), F.slice(v, stop=(2, -1))
+    stepped = F.slice(v, step=(2, -1))
+    for y in (whole, start_only, stop_only, stepped):
+        y.forward()
+    np.testing.assert_array_equal(whole.d, x)
+    np.testing.assert_array_equal(start_only.d, x[1:, 2:])
+    np.testing.assert_array_equal(stop_only.d, x[:2, :-1])
+    np.testing.assert_array_equal(stepped.d, x[::2, ::-1])
+
+
+def test_slice_output_is_a_copy(rng):
+    x = nn.Variable.from_numpy_array(rng.randn(3, 4))
+    y = F.slice(x, (0, 1), (2, 3))
+    y.forward()
+    assert not np.shares_memory(y.d, x.d)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"start": (0, 0), "stop": (1,)}, r"Slice: start, stop and step must have the same length"),
+    ({"start": (0, 0, 0)}, r"at most the number of dimensions 2 of \(3, 4\)"),
+    ({"step": (1, 0)}, r"step must not be 0, got \[1, 0\]"),
+    ({"start": (0.5, 0)}, r"must hold ints or None"),
+])
+def test_slice_errors(kwargs, message):
+    with pytest.raises(DpnbError, match=message):
+        F.slice(nn.Variable((3, 4)), **kwargs)
+
+
+def test_identity_copies(rng):
+    x = rng.randn(2, 3)
+    y = check_grad(F.identity, [x])
+    np.testing.assert_array_equal(y.d, x)
+    v = nn.Variable.from_numpy_array(x)
+    w = F.identity(v)
+    w.forward()
+    assert not np.shares_memory(w.d, v.d)
+
+
+def _run(build, arrays, w):
+    """Forward and backward of ``build`` in the current context, as NumPy arrays."""
+    xs = [nn.Variable.from_numpy_array(a, need_grad=True) for a in arrays]
+    y = build(*xs)
+    y.forward()
+    y.backward(w)
+    return [np.asarray(v.get() if hasattr(v, "get") else v) for v in [y.d] + [x.g for x in xs]]
+
+
+GPU_CASES = {
+    "reshape": (lambda a, b: F.reshape(a, (4, -1)) + F.reshape(b, (4, 6), inplace=False), (4, 6)),
+    "transpose": (lambda a, b: F.transpose(a, (2, 0, 1)) * F.transpose(b, (2, 0, 1)), (4, 2, 3)),
+    "concatenate": (lambda a, b: F.concatenate(a, b, axis=1), (2, 6, 4)),
+    "slice": (lambda a, b: F.slice(a, (1, None, -1), (None, None, 0), (1, 2, -2)) - F.identity(
+        F.slice(b, (1, 0, 0), (2, 2, 2))), (1, 2, 2)),
+}
+
+
+@requires_gpu
+@pytest.mark.parametrize("name", GPU_CASES)
+def test_gpu_matches_cpu(name, rng):
+    build, out_shape = GPU_CASES[name]
+    a, b, w = rng.randn(2, 3, 4), rng.randn(2, 3, 4), rng.randn(*out_shape)
+    cpu = _run(build, [a, b], w)
+    with nn.context_scope(get_extension_context("cudnn")):
+        gpu = _run(build, [a, b], w)
+    for g, c in zip(gpu, cpu):
+        np.testing.assert_array_equal(g, c)

@@ -1,0 +1,238 @@
+"""F.softmax_cross_entropy, sigmoid_cross_entropy, squared_error and top_n_error."""
+import itertools
+
+import numpy as np
+import pytest
+from conftest import requires_gpu
+from gradcheck import check_grad
+
+import dpnb as nn
+import dpnb.functions as F
+from dpnb import DpnbError
+from dpnb.ext_utils import get_extension_context
+
+
+def _labels(rng, x_shape, axis, dtype=np.int64):
+    """Random class labels for scores of ``x_shape``: that shape with 1 on ``axis``."""
+    shape = list(x_shape)
+    shape[axis] = 1
+    return rng.randint(0, x_shape[axis], shape).astype(dtype)
+
+
+def _per_sample(x, t, axis):
+    """Yield (index into t, scores along axis, label) for every sample, by explicit loops."""
+    for index in itertools.product(*[range(s) for s in t.shape]):
+        row = [slice(None) if a == axis else i for a, i in enumerate(index)]
+        yield index, x[tuple(row)], int(t[index])
+
+
+def _ref_softmax_cross_entropy(x, t, axis):
+    out = np.zeros(t.shape)
+    for index, scores, label in _per_sample(x, t, axis):
+        p = np.exp(scores) / np.exp(scores).sum()
+        out[index] = -np.log(p[label])
+    return out
+
+
+def _ref_top_n_error(x, t, axis, n):
+    out = np.zeros(t.shape)
+    for index, scores, label in _per_sample(x, t, axis):
+        out[index] = float(np.count_nonzero(scores >= scores[label]) > n)
+    return out
+
+
+def test_tutorial_loss_with_float_labels(rng):
+    """The seed's network ends in F.mean(F.softmax_cross_entropy(pred, y)) with
+    pred of shape (4, 2) and float32 labels of shape (4, 1)."""
+    pred_data = rng.randn(4, 2).astype(np.float32)
+    y_data = np.array([[0], [1], [1], [0]])
+    pred = nn.Variable.from_numpy_array(pred_data, need_grad=True)
+    y = nn.Variable(y_data.shape)
+    y.d = y_data
+    assert y.dtype == np.float32
+    loss = F.mean(F.softmax_cross_entropy(pred, y))
+    assert loss.shape == ()
+    loss.forward()
+    pred.g = 0
+    loss.backward()
+    p = np.exp(pred_data) / np.exp(pred_data).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(loss.d, _ref_softmax_cross_entropy(pred_data, y_data, 1).mean(), rtol=1e-6)
+    np.testing.assert_allclose(pred.g, (p - np.eye(2)[y_data[:, 0]]) / 4, rtol=1e-5, atol=1e-7)
+    assert pred.g.dtype == np.float32
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, 2, -2])
+@pytest.mark.parametrize("label_dtype", [np.int64, np.int32, np.float32])
+def test_softmax_cross_entropy(axis, label_dtype, rng):
+    x = rng.randn(2, 3, 4)
+    ax = 2 if axis is None else axis % 3
+    t = _labels(rng, x.shape, ax, label_dtype)
+    build = (lambda a, b: F.softmax_cross_entropy(a, b)) if axis is None else (
+        lambda a, b: F.softmax_cross_entropy(a, b, axis=axis))
+    y = check_grad(build, [x, t], need_grad=[True, False])
+    assert y.shape == t.shape
+    np.testing.assert_allclose(y.d, _ref_softmax_cross_entropy(x, t, ax), rtol=1e-12)
+
+
+def test_softmax_cross_entropy_gives_no_gradient_to_the_target(rng):
+    x = nn.Variable.from_numpy_array(rng.randn(3, 2), need_grad=True)
+    t = nn.Variable.from_numpy_array(np.array([[1.0], [0.0], [1.0]]), need_grad=True)
+    loss = F.sum(F.softmax_cross_entropy(x, t))
+    loss.forward()
+    loss.backward()
+    assert np.all(t.g == 0)
+    assert np.abs(x.g).sum() > 0
+
+
+def test_softmax_cross_entropy_is_stable_for_large_scores():
+    x = nn.Variable.from_numpy_array(np.array([[1000.0, 0.0], [-1000.0, 0.0]]), need_grad=True)
+    t = nn.Variable.from_numpy_array(np.array([[1], [0]]))
+    y = F.softmax_cross_entropy(x, t)
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        y.forward()
+        y.backward(np.ones((2, 1)))
+    np.testing.assert_allclose(y.d, [[1000.0], [1000.0]])
+    np.testing.assert_allclose(x.g, [[1.0, -1.0], [-1.0, 1.0]])
+
+
+@pytest.mark.parametrize("labels, shown", [([0.0, 2.0, 1.0], "2.0"), ([0.0, 1.0, -1.0], "-1.0"),
+                                           ([0.5, 1.0, 1.0], "0.5"), ([0, 1, 7], "7")])
+@pytest.mark.parametrize("fn", [F.softmax_cross_entropy, F.top_n_error])
+def test_labels_out_of_range_fail_at_forward(fn, labels, shown):
+    x = nn.Variable((3, 2))
+    t = nn.Variable.from_numpy_array(np.array(labels).reshape(3, 1))
+    y = fn(x, t)
+    with pytest.raises(DpnbError, match=rf"target holds {shown}, but labels must be integers in "
+                                        r"\[0, 2\) for 2 classes on axis 1"):
+        y.forward()
+
+
+@pytest.mark.parametrize("fn", [F.softmax_cross_entropy, F.top_n_error])
+def test_labelled_functions_check_the_target_shape(fn):
+    with pytest.raises(DpnbError, match=r"target must have shape \(4, 1\) \(x's shape \(4, 3\) with 1 "
+                                        r"on axis 1\), got \(4,\); reshape the labels"):
+        fn(nn.Variable((4, 3)), nn.Variable((4,)))
+    with pytest.raises(DpnbError, match=r"target must have shape \(1, 3\)"):
+        fn(nn.Variable((4, 3)), nn.Variable((4, 1)), axis=0)
+    with pytest.raises(DpnbError, match=r"axis must be an int in \[-2, 2\)"):
+        fn(nn.Variable((4, 3)), nn.Variable((4, 1)), axis=3)
+
+
+def test_labelled_functions_reject_a_non_numeric_target():
+    t = nn.Variable.from_numpy_array(np.array([[True], [False]]))
+    with pytest.raises(DpnbError, match="target must hold class numbers"):
+        F.softmax_cross_entropy(nn.Variable((2, 2)), t)
+
+
+@pytest.mark.parametrize("target", ["binary", "probability"])
+def test_sigmoid_cross_entropy(target, rng):
+    x = rng.randn(3, 4)
+    t = rng.randint(0, 2, x.shape).astype(np.float64) if target == "binary" else rng.rand(3, 4)
+    y = check_grad(F.sigmoid_cross_entropy, [x, t], need_grad=[True, False])
+    s = 1 / (1 + np.exp(-x))
+    np.testing.assert_allclose(y.d, -(t * np.log(s) + (1 - t) * np.log(1 - s)), rtol=1e-12)
+
+
+def test_sigmoid_cross_entropy_is_stable_and_keeps_float32():
+    x = nn.Variable.from_numpy_array(np.array([-1000.0, -50.0, 0.0, 50.0, 1000.0], np.float32),
+                                     need_grad=True)
+    t = nn.Variable.from_numpy_array(np.array([1.0, 0.0, 1.0, 1.0, 0.0], np.float32))
+    y = F.sigmoid_cross_entropy(x, t)
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        y.forward()
+        y.backward(np.ones(5))
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y.d, [1000.0, 0.0, np.log(2), 0.0, 1000.0], atol=1e-6)
+    np.testing.assert_allclose(x.g, [-1.0, 0.0, -0.5, 0.0, 1.0], atol=1e-6)
+
+
+def test_sigmoid_cross_entropy_checks_shapes():
+    with pytest.raises(DpnbError, match=r"SigmoidCrossEntropy: target must have x's shape \(2, 3\), "
+                                        r"got \(2, 1\)"):
+        F.sigmoid_cross_entropy(nn.Variable((2, 3)), nn.Variable((2, 1)))
+
+
+@pytest.mark.parametrize("shapes", [((2, 3), (2, 3)), ((2, 3), (3,))])
+def test_squared_error(shapes, rng):
+    a, b = rng.randn(*shapes[0]), rng.randn(*shapes[1])
+    y = check_grad(F.squared_error, [a, b])
+    np.testing.assert_allclose(y.d, (a - b) ** 2, rtol=1e-12)
+
+
+def test_squared_error_checks_shapes():
+    with pytest.raises(DpnbError, match=r"SquaredError: shapes \(2, 3\) and \(2,\) do not broadcast"):
+        F.squared_error(nn.Variable((2, 3)), nn.Variable((2,)))
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, 2])
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_top_n_error(axis, n, rng):
+    x = rng.randn(3, 4, 5)
+    ax = 2 if axis is None else axis
+    t = _labels(rng, x.shape, ax)
+    xv, tv = nn.Variable.from_numpy_array(x), nn.Variable.from_numpy_array(t)
+    y = F.top_n_error(xv, tv, n=n) if axis is None else F.top_n_error(xv, tv, axis=axis, n=n)
+    y.forward()
+    assert y.shape == t.shape and y.dtype == x.dtype
+    np.testing.assert_array_equal(y.d, _ref_top_n_error(x, t, ax, n))
+
+
+def test_top_n_error_counts_ties_against_the_target():
+    x = nn.Variable.from_numpy_array(np.array([[1.0, 2.0, 2.0], [3.0, 2.0, 1.0], [1.0, 1.0, 1.0]]))
+    t = nn.Variable.from_numpy_array(np.array([[1], [1], [0]]))
+    top1, top2 = F.top_n_error(x, t), F.top_n_error(x, t, n=2)
+    top1.forward()
+    top2.forward()
+    np.testing.assert_array_equal(top1.d, [[1], [1], [1]])
+    np.testing.assert_array_equal(top2.d, [[0], [0], [1]])
+
+
+def test_top_n_error_is_not_differentiable(rng):
+    x = nn.Variable.from_numpy_array(rng.randn(3, 2), need_grad=True)
+    t = nn.Variable.from_numpy_array(np.array([[0], [1], [1]]))
+    err = F.top_n_error(x, t)
+    assert not err.need_grad
+    loss = F.mean(err)
+    loss.forward()
+    loss.backward()
+    assert np.all(x.g == 0)
+
+
+@pytest.mark.parametrize("n", [0, 1.5])
+def test_top_n_error_rejects_a_bad_n(n):
+    with pytest.raises(DpnbError, match=rf"TopNError: n must be a positive int, got {n!r}"):
+        F.top_n_error(nn.Variable((2, 3)), nn.Variable((2, 1)), n=n)
+
+
+def _run(build, arrays, need_grad, w):
+    """Forward and backward of ``build`` in the current context, as NumPy arrays."""
+    xs = [nn.Variable.from_numpy_array(a, need_grad=n) for a, n in zip(arrays, need_grad)]
+    y = build(*xs)
+    y.forward()
+    arrays = [y.d]
+    if y.need_grad:
+        y.backward(w)
+        arrays += [x.g for x in xs if x.need_grad]
+    return [np.asarray(v.get() if hasattr(v, "get") else v) for v in arrays]
+
+
+@requires_gpu
+@pytest.mark.parametrize("name", ["softmax_cross_entropy", "sigmoid_cross_entropy", "squared_error",
+                                  "top_n_error"])
+def test_gpu_matches_cpu(name, rng):
+    x = rng.randn(3, 4, 2)
+    labels = _labels(rng, x.shape, 1).astype(np.float32)
+    build, other, need_grad = {
+        "softmax_cross_entropy": (lambda a, b: F.softmax_cross_entropy(a, b, axis=1), labels, [True, False]),
+        "sigmoid_cross_entropy": (F.sigmoid_cross_entropy, rng.rand(*x.shape), [True, False]),
+        "squared_error": (F.squared_error, rng.randn(4, 2), [True, True]),
+        "top_n_error": (lambda a, b: F.top_n_error(a, b, axis=1, n=2), labels, [True, False]),
+    }[name]
+    probe = build(nn.Variable(x.shape), nn.Variable(other.shape))
+    w = rng.randn(*probe.shape)
+    cpu = _run(build, [x, other], need_grad, w)
+    with nn.context_scope(get_extension_context("cudnn")):
+        gpu = _run(build, [x, other], need_grad, w)
+    assert len(gpu) == len(cpu)
+    for g, c in zip(gpu, cpu):
+        np.testing.assert_allclose(g, c, rtol=1e-10, atol=1e-12)

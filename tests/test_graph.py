@@ -1,0 +1,185 @@
+"""The graph engine: define-and-run, eager mode, accumulation, buffers, errors."""
+import numpy as np
+import pytest
+
+import dpnb as nn
+import dpnb.functions as F
+from dpnb import DpnbError
+
+
+def leaf(a, need_grad=True):
+    return nn.Variable.from_numpy_array(np.asarray(a, dtype=np.float64), need_grad=need_grad)
+
+
+def test_graph_is_defined_once_and_rerun_with_new_inputs():
+    x = leaf(np.zeros(3))
+    y = F.sum(F.mul2(x, x))
+    for values in ([1.0, 2.0, 3.0], [-1.0, 0.5, 4.0]):
+        x.d = values
+        y.forward()
+        assert y.d == pytest.approx(np.sum(np.square(values)))
+        x.g = 0
+        y.backward()
+        np.testing.assert_allclose(x.g, 2 * np.asarray(values))
+
+
+def test_definition_does_not_compute_but_auto_forward_does():
+    x = leaf([1.0, 2.0])
+    y = F.mul_scalar(x, 3.0)
+    assert y.shape == (2,)
+    assert not y.data.allocated
+    with nn.auto_forward():
+        z = F.mul_scalar(x, 3.0)
+    np.testing.assert_allclose(z.d, [3.0, 6.0])
+    assert not nn.get_auto_forward()
+
+
+def test_leaf_gradients_accumulate_across_backward_calls():
+    x = leaf([1.0, -2.0])
+    y = F.sum(F.mul_scalar(x, 5.0))
+    y.forward()
+    y.backward()
+    y.backward()
+    np.testing.assert_allclose(x.g, [10.0, 10.0])
+
+
+def test_intermediate_gradients_are_those_of_the_last_call():
+    x = leaf([1.0, 2.0])
+    h = F.mul_scalar(x, 2.0)
+    y = F.sum(F.mul2(h, h))
+    y.forward()
+    y.backward()
+    y.backward()
+    np.testing.assert_allclose(h.g, 2 * h.d)
+
+
+def test_a_variable_used_twice_gets_both_gradients():
+    x = leaf([3.0])
+    y = F.add2(F.mul2(x, x), x)
+    y.forward()
+    y.backward()
+    np.testing.assert_allclose(x.g, [7.0])
+
+
+def test_need_grad_false_leaves_get_no_gradient_and_frozen_branches_are_skipped():
+    x = leaf([1.0, 2.0])
+    c = leaf([4.0, 5.0], need_grad=False)
+    y = F.sum(F.mul2(x, c))
+    y.forward()
+    y.backward()
+    np.testing.assert_allclose(x.g, [4.0, 5.0])
+    assert not c.grad.allocated
+    x.need_grad = False
+    x.g = 0
+    y.backward()
+    np.testing.assert_allclose(x.g, [0.0, 0.0])
+
+
+def test_backward_on_a_non_scalar_needs_a_gradient():
+    x = leaf([1.0, 2.0])
+    y = F.mul_scalar(x, 2.0)
+    y.forward()
+    with pytest.raises(DpnbError, match=r"shape \(2,\).*grad="):
+        y.backward()
+    y.backward(np.array([1.0, 10.0]))
+    np.testing.assert_allclose(x.g, [2.0, 20.0])
+
+
+def test_clear_buffer_frees_intermediates_and_reading_them_says_why():
+    x = leaf([1.0, 2.0])
+    h = F.mul_scalar(x, 2.0)
+    kept = F.add_scalar(h, 1.0)
+    kept.persistent = True
+    y = F.sum(kept)
+    y.forward(clear_buffer=True)
+    assert y.d == pytest.approx(8.0)
+    np.testing.assert_allclose(kept.d, [3.0, 5.0])
+    with pytest.raises(DpnbError, match="freed by clear_buffer"):
+        h.d
+    y.forward()
+    np.testing.assert_allclose(h.d, [2.0, 4.0])
+
+
+def test_clear_no_need_grad_keeps_what_backward_reads():
+    x = leaf([1.0, 2.0])
+    h = F.mul_scalar(x, 2.0)      # backward of mul_scalar does not read h
+    y = F.sum(F.mul2(h, h))       # but mul2's backward reads h
+    y.forward(clear_no_need_grad=True)
+    y.backward()
+    np.testing.assert_allclose(x.g, 8 * np.array([1.0, 2.0]))
+
+
+def test_backward_clear_buffer_frees_intermediate_gradients():
+    x = leaf([1.0, 2.0])
+    h = F.mul_scalar(x, 2.0)
+    y = F.sum(F.mul2(h, h))
+    y.forward()
+    y.backward(clear_buffer=True)
+    np.testing.assert_allclose(x.g, 8 * np.array([1.0, 2.0]))
+    with pytest.raises(DpnbError, match="freed"):
+        h.d
+
+
+def test_unlinked_shares_arrays_but_cuts_the_graph():
+    x = leaf([1.0, 2.0])
+    h = F.mul_scalar(x, 2.0)
+    h.forward()
+    u = h.unlinked()
+    assert u.parent is None and u.d is h.d
+    y = F.sum(F.mul2(u, u))
+    u.need_grad = True
+    y.forward()
+    y.backward()
+    np.testing.assert_allclose(u.g, 2 * h.d)
+    assert not x.grad.allocated
+
+
+def test_assignment_copies_with_a_cast_and_checks_the_shape():
+    x = nn.Variable((2, 3))
+    view = x.d
+    x.d = np.arange(6, dtype=np.int64).reshape(2, 3)
+    assert x.d is view and x.d.dtype == np.float32
+    x.d[...] = 7
+    assert float(x.d.sum()) == 42.0
+    with pytest.raises(DpnbError, match=r"shape \(3, 2\).*shape \(2, 3\)"):
+        x.d = np.zeros((3, 2))
+    with pytest.raises(DpnbError, match=r"shape \(6,\)"):
+        x.g = np.zeros(6)
+    x.g = 1.5
+    assert float(x.g.sum()) == 9.0
+
+
+def test_ndarray_handles():
+    x = nn.Variable((2, 2))
+    x.data.fill(3)
+    assert x.data.shape == (2, 2) and x.data.dtype == np.float32
+    assert float(x.d.sum()) == 12.0
+    x.data.zero()
+    assert float(x.d.sum()) == 0.0
+
+
+def test_definition_errors_name_the_function_and_shapes():
+    a, b = leaf(np.zeros((2, 3))), leaf(np.zeros((4, 3)))
+    with pytest.raises(DpnbError, match=r"Add2.*\(2, 3\).*\(4, 3\)"):
+        F.add2(a, b)
+    with pytest.raises(DpnbError, match="nn.Variable"):
+        F.add2(a, np.zeros((2, 3)))
+
+
+def test_operators_build_graph_nodes():
+    x = leaf([2.0, 4.0])
+    y = F.sum((x * x + 1.0) / 2.0 - x)
+    y.forward()
+    assert y.d == pytest.approx(((4 + 1) / 2 - 2) + ((16 + 1) / 2 - 4))
+    y.backward()
+    np.testing.assert_allclose(x.g, x.d - 1.0)
+
+
+def test_long_chains_do_not_hit_the_recursion_limit():
+    x = leaf([1.0])
+    h = x
+    for _ in range(3000):
+        h = F.add_scalar(h, 1.0)
+    h.forward()
+    h.backward()
+    assert h.d[0] == 3001.0 and x.g[0] == 1.0
