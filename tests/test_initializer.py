@@ -1,0 +1,86 @@
+"""Initializers: values drawn as nnabla draws them, the Glorot/He formulas, and
+the default generator that ``nn.seed`` controls."""
+import numpy as np
+import pytest
+
+import dpnb as nn
+import dpnb.initializer as I
+from dpnb.errors import DpnbError
+
+
+def test_uniform_initializer_draws_from_its_rng():
+    init = I.UniformInitializer((-0.5, 2.0), rng=np.random.RandomState(3))
+    value = init((4, 5))
+    np.testing.assert_array_equal(value, np.random.RandomState(3).uniform(-0.5, 2.0, size=(4, 5)))
+    assert value.shape == (4, 5) and value.dtype == np.float64
+    assert value.min() >= -0.5 and value.max() < 2.0
+
+
+def test_uniform_initializer_takes_one_number_as_a_symmetric_limit():
+    init = I.UniformInitializer(0.25, rng=np.random.RandomState(1))
+    assert init.lim == (-0.25, 0.25)
+    np.testing.assert_array_equal(init((3,)),
+                                  np.random.RandomState(1).uniform(-0.25, 0.25, size=(3,)))
+    assert I.UniformInitializer().lim == (-1.0, 1.0)
+
+
+@pytest.mark.parametrize("lim", [(1.0, -1.0), (0.0, 1.0, 2.0), "wide", (np.nan, 1.0)])
+def test_uniform_initializer_rejects_bad_limits(lim):
+    with pytest.raises(DpnbError, match="expects lim as \\(low, high\\) with low <= high"):
+        I.UniformInitializer(lim)
+
+
+def test_normal_initializer_scales_standard_normals():
+    value = I.NormalInitializer(0.1, rng=np.random.RandomState(7))((2, 3, 4))
+    np.testing.assert_allclose(value, np.random.RandomState(7).randn(2, 3, 4) * 0.1, rtol=0)
+    assert value.shape == (2, 3, 4) and value.dtype == np.float64
+
+
+def test_random_initializers_accept_a_numpy_generator():
+    value = I.NormalInitializer(2.0, rng=np.random.default_rng(0))((3,))
+    np.testing.assert_array_equal(value, np.random.default_rng(0).standard_normal(3) * 2.0)
+    value = I.UniformInitializer((0, 1), rng=np.random.default_rng(0))((3,))
+    np.testing.assert_array_equal(value, np.random.default_rng(0).uniform(0, 1, size=3))
+
+
+def test_constant_initializer():
+    value = I.ConstantInitializer(0.5)((2, 3))
+    np.testing.assert_array_equal(value, np.full((2, 3), 0.5))
+    assert value.dtype == np.float64
+    np.testing.assert_array_equal(I.ConstantInitializer()((4,)), np.zeros(4))
+
+
+@pytest.mark.parametrize("cls", [I.UniformInitializer, I.NormalInitializer])
+def test_default_rng_is_the_seeded_process_generator_looked_up_at_call_time(cls):
+    init = cls()  # created before seeding: the generator is looked up when called
+    nn.seed(11)
+    first = init((3, 2))
+    nn.seed(11)
+    np.testing.assert_array_equal(init((3, 2)), first)
+    nn.seed(12)
+    assert not np.array_equal(init((3, 2)), first)
+    np.testing.assert_array_equal(cls(rng=np.random.RandomState(11))((3, 2)), first)
+
+
+def test_glorot_and_he_formulas():
+    # nnabla: fan-in N*K (K = product of kernel sizes), fan-out M, without K.
+    n, m, kernel = 16, 8, (3, 3)
+    assert I.calc_uniform_lim_glorot(n, m, kernel) == pytest.approx(
+        (-np.sqrt(6 / (16 * 9 + 8)), np.sqrt(6 / (16 * 9 + 8))))
+    assert I.calc_normal_std_glorot(n, m, kernel) == pytest.approx(np.sqrt(2 / (16 * 9 + 8)))
+    assert I.calc_normal_std_he_forward(n, m, kernel) == pytest.approx(np.sqrt(2 / (16 * 9)))
+    assert I.calc_normal_std_he_backward(n, m, kernel) == pytest.approx(np.sqrt(2 / (8 * 9)))
+    assert I.calc_uniform_lim_glorot(10, 5) == pytest.approx((-0.6324555, 0.6324555))
+    assert I.calc_normal_std_he_forward(8, 3) == pytest.approx(0.5)
+
+
+def test_seed_tutorial_usage_creates_a_glorot_uniform_parameter():
+    C = 16
+    rng = np.random.RandomState(0)
+    w_init = I.UniformInitializer(I.calc_uniform_lim_glorot(C, C / 2, kernel=(1, 1)), rng=rng)
+    w = nn.get_parameter_or_create("W", (C // 2, C, 1, 1), w_init)
+    low, high = I.calc_uniform_lim_glorot(C, C / 2)
+    expected = np.random.RandomState(0).uniform(low, high, size=(C // 2, C, 1, 1))
+    assert w.d.dtype == np.float32
+    np.testing.assert_allclose(w.d, expected.astype(np.float32), rtol=0)
+    assert np.abs(w.d).max() <= high
