@@ -1,2 +1,232 @@
-"""nn functions."""
-__all__: list[str] = []
+"""Affine and 2-D convolution layers (the matrix products of a network)."""
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..graph import Function, Variable
+
+__all__ = ["affine", "convolution"]
+
+
+def _normalize_base_axis(fn: Function, base_axis: int, ndim: int) -> int:
+    axis = base_axis + ndim if base_axis < 0 else base_axis
+    if not 0 <= axis < ndim:
+        raise fn.error(f"base_axis must lie in [-{ndim}, {ndim}) for an input of {ndim} "
+                       f"dimensions, got {base_axis}")
+    return axis
+
+
+class Affine(Function):
+    """y = x W + b, with x flattened to a matrix at ``base_axis``."""
+
+    def __init__(self, base_axis: int):
+        self.base_axis = base_axis
+
+    def setup(self, inputs):
+        x, w = inputs[0], inputs[1]
+        self.base_axis = axis = _normalize_base_axis(self, self.base_axis, x.ndim)
+        rows, cols = int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:]))
+        if w.ndim < 2 or w.shape[0] != cols:
+            raise self.error(f"weight must have shape ({cols}, *out) to match an input of shape "
+                             f"{x.shape} flattened at base_axis={axis}, got {w.shape}")
+        if len(inputs) == 3 and inputs[2].shape != w.shape[1:]:
+            raise self.error(f"bias must have shape {w.shape[1:]} (weight.shape[1:]), "
+                             f"got {inputs[2].shape}")
+        self.x_shape, self.w_shape = x.shape, w.shape
+        self.matrix_shape = (rows, cols)
+        y_shape = x.shape[:axis] + w.shape[1:]
+        return [(y_shape, np.result_type(*(v.dtype for v in inputs)))]
+
+    def forward(self, xp, xs):
+        x = xs[0].reshape(self.matrix_shape)
+        y = xp.matmul(x, xs[1].reshape(self.w_shape[0], -1))
+        if len(xs) == 3:
+            y += xs[2].reshape(-1)
+        return (y.reshape(self.x_shape[:self.base_axis] + self.w_shape[1:]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        x = xs[0].reshape(self.matrix_shape)
+        w = xs[1].reshape(self.w_shape[0], -1)
+        gy = gys[0].reshape(x.shape[0], -1)
+        gx = xp.matmul(gy, w.T).reshape(self.x_shape) if need_grads[0] else None
+        gw = xp.matmul(x.T, gy).reshape(self.w_shape) if need_grads[1] else None
+        grads = [gx, gw]
+        if len(xs) == 3:
+            grads.append(gy.sum(axis=0).reshape(self.w_shape[1:]) if need_grads[2] else None)
+        return tuple(grads)
+
+
+def affine(x: Variable, weight: Variable, bias: Variable | None = None,
+           base_axis: int = 1) -> Variable:
+    """Fully connected layer: the axes from ``base_axis`` on are multiplied with
+    ``weight`` (shape ``(in, *out)``); output shape ``x.shape[:base_axis] + weight.shape[1:]``."""
+    inputs = (x, weight) if bias is None else (x, weight, bias)
+    return Affine(base_axis)(*inputs)
+
+
+_scratch = threading.local()
+
+
+def _workspace(xp, shape: tuple[int, ...], dtype):
+    """An uninitialised temporary of ``shape`` for convolution columns.
+
+    On the CPU one buffer per thread is kept and reused: NumPy hands large
+    arrays back to the OS, and filling fresh pages costs more than the copy
+    itself.  CuPy's memory pool already reuses device memory."""
+    if xp is not np:
+        return xp.empty(shape, dtype)
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    buffer = getattr(_scratch, "buffer", None)
+    if buffer is None or buffer.nbytes < nbytes:
+        buffer = _scratch.buffer = np.empty(nbytes, np.uint8)
+    return buffer[:nbytes].view(dtype).reshape(shape)
+
+
+def _pair(fn: Function, name: str, value, default: int, minimum: int) -> tuple[int, int]:
+    value = (default, default) if value is None else tuple(int(v) for v in value)
+    if len(value) != 2 or min(value) < minimum:
+        raise fn.error(f"{name} must be two integers >= {minimum} (height, width), got {value}")
+    return value
+
+
+class Convolution(Function):
+    """2-D convolution (cross-correlation) of NCHW input by im2col and batched matmul."""
+
+    def __init__(self, base_axis: int, pad, stride, dilation, group: int, channel_last: bool):
+        self.base_axis = base_axis
+        self.pad = pad
+        self.stride = stride
+        self.dilation = dilation
+        self.group = int(group)
+        self.channel_last = channel_last
+
+    def setup(self, inputs):
+        x, w = inputs[0], inputs[1]
+        if self.channel_last:
+            raise self.error("channel_last=True is not supported: expected channel-first input "
+                             "(..., C, H, W); transpose the input and pass channel_last=False")
+        axis = _normalize_base_axis(self, self.base_axis, x.ndim)
+        if x.ndim - axis != 3:
+            raise self.error(f"only 2-D convolution is supported: the input must have a channel "
+                             f"axis and two spatial axes after base_axis={axis}, got shape "
+                             f"{x.shape}; reshape the input to (..., C, H, W)")
+        self.pad = _pair(self, "pad", self.pad, 0, 0)
+        self.stride = _pair(self, "stride", self.stride, 1, 1)
+        self.dilation = _pair(self, "dilation", self.dilation, 1, 1)
+        channels, height, width = x.shape[axis:]
+        g = self.group
+        if w.ndim != 4:
+            raise self.error(f"weight must have shape (out_channels, in_channels/group, kh, kw), "
+                             f"got {w.shape}")
+        out_channels, kh, kw = w.shape[0], w.shape[2], w.shape[3]
+        if g < 1 or channels % g or out_channels % g or w.shape[1] * g != channels:
+            raise self.error(f"with group={g}, the input's {channels} channels and the weight's "
+                             f"{out_channels} output channels must divide by group, and "
+                             f"weight.shape[1] must be {channels}/{g}; got weight shape {w.shape}")
+        if len(inputs) == 3 and inputs[2].shape != (out_channels,):
+            raise self.error(f"bias must have shape ({out_channels},), got {inputs[2].shape}")
+        out_hw = []
+        for size, k, p, s, d in zip((height, width), (kh, kw), self.pad, self.stride,
+                                    self.dilation):
+            span = d * (k - 1) + 1
+            if span > size + 2 * p:
+                raise self.error(f"the kernel spans {span} pixels (dilation included) but the "
+                                 f"padded input has only {size + 2 * p} along an axis (input "
+                                 f"shape {x.shape}, pad {self.pad}); use a smaller kernel or "
+                                 "more padding")
+            out_hw.append((size + 2 * p - span) // s + 1)
+        batch = int(np.prod(x.shape[:axis]))
+        self.x_shape, self.w_shape = x.shape, w.shape
+        self.x4_shape = (batch, channels, height, width)
+        self.y_hw = tuple(out_hw)
+        self.pointwise = (kh, kw) == (1, 1) and self.stride == (1, 1) and self.pad == (0, 0)
+        y_shape = x.shape[:axis] + (out_channels,) + self.y_hw
+        return [(y_shape, np.result_type(*(v.dtype for v in inputs)))]
+
+    def _weight_matrix(self, w):
+        """The weight as (group, out_channels/group, in_channels/group * kh * kw)."""
+        return w.reshape(self.group, self.w_shape[0] // self.group, -1)
+
+    def _columns(self, xp, x, batch_last: bool = False):
+        """The input patch under each output pixel: (B, group, K, P) for the forward
+        product, or (group, K, B * P) with ``batch_last`` for the weight gradient, which
+        then is one product over B * P; K = C/group * kh * kw and P = Ho * Wo."""
+        b, c, h, w = self.x4_shape
+        g, cg = self.group, c // self.group
+        x = x.reshape(self.x4_shape)
+        if self.pointwise:
+            x = x.reshape(b, g, cg, h * w)
+            return x.transpose(1, 2, 0, 3).reshape(g, cg, b * h * w) if batch_last else x
+        (ph, pw), (sh, sw), (dh, dw) = self.pad, self.stride, self.dilation
+        if ph or pw:
+            padded = xp.zeros((b, c, h + 2 * ph, w + 2 * pw), x.dtype)
+            padded[:, :, ph:ph + h, pw:pw + w] = x
+            x = padded
+        kh, kw = self.w_shape[2:]
+        ho, wo = self.y_hw
+        s_b, s_c, s_h, s_w = x.strides
+        shape = (b, g, cg, kh, kw, ho, wo)
+        strides = (s_b, s_c * cg, s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw)
+        if batch_last:
+            order = (1, 2, 3, 4, 0, 5, 6)
+            shape, strides = tuple(shape[i] for i in order), tuple(strides[i] for i in order)
+        patches = xp.lib.stride_tricks.as_strided(x, shape=shape, strides=strides)
+        columns = _workspace(xp, shape, x.dtype)
+        columns[...] = patches
+        k = cg * kh * kw
+        return columns.reshape((g, k, b * ho * wo) if batch_last else (b, g, k, ho * wo))
+
+    def _add_columns_to_image(self, xp, columns):
+        """col2im: the input gradient from that of the columns, summed over kernel offsets."""
+        b, c, h, w = self.x4_shape
+        (ph, pw), (sh, sw), (dh, dw) = self.pad, self.stride, self.dilation
+        kh, kw = self.w_shape[2:]
+        ho, wo = self.y_hw
+        columns = columns.reshape(b, c, kh, kw, ho, wo)
+        image = xp.zeros((b, c, h + 2 * ph, w + 2 * pw), columns.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                image[:, :, i * dh:i * dh + sh * (ho - 1) + 1:sh,
+                      j * dw:j * dw + sw * (wo - 1) + 1:sw] += columns[:, :, i, j]
+        return image[:, :, ph:ph + h, pw:pw + w]
+
+    def forward(self, xp, xs):
+        y = xp.matmul(self._weight_matrix(xs[1]), self._columns(xp, xs[0]))
+        y = y.reshape(self.x4_shape[0], self.w_shape[0], *self.y_hw)
+        if len(xs) == 3:
+            y += xs[2].reshape(-1, 1, 1)
+        return (y.reshape(self.x_shape[:-3] + y.shape[1:]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        batch, g = self.x4_shape[0], self.group
+        gy = gys[0].reshape(batch, g, self.w_shape[0] // g, -1)
+        grads = [None, None]
+        if need_grads[0]:
+            w_t = self._weight_matrix(xs[1]).swapaxes(-1, -2)
+            if self.pointwise:
+                gx = xp.matmul(w_t, gy)
+            else:
+                columns = _workspace(xp, (batch, g, w_t.shape[1], gy.shape[3]), gy.dtype)
+                gx = self._add_columns_to_image(xp, xp.matmul(w_t, gy, out=columns))
+            grads[0] = gx.reshape(self.x_shape)
+        if need_grads[1]:
+            # Batch moved next to the pixels: one product over both, no per-sample partial sums.
+            gy_t = gy.transpose(1, 2, 0, 3).reshape(g, gy.shape[2], -1)
+            columns = self._columns(xp, xs[0], batch_last=True)
+            grads[1] = xp.matmul(gy_t, columns.swapaxes(-1, -2)).reshape(self.w_shape)
+        if len(xs) == 3:
+            grads.append(gy.sum(axis=(0, 3)).reshape(-1) if need_grads[2] else None)
+        return tuple(grads)
+
+
+def convolution(x: Variable, weight: Variable, bias: Variable | None = None, base_axis: int = 1,
+                pad: Sequence[int] | None = None, stride: Sequence[int] | None = None,
+                dilation: Sequence[int] | None = None, group: int = 1,
+                channel_last: bool = False) -> Variable:
+    """2-D convolution of ``x`` (sample axes up to ``base_axis``, then C, H, W) with
+    ``weight`` of shape (OC, C/group, kh, kw) and an optional ``bias`` (OC,)."""
+    inputs = (x, weight) if bias is None else (x, weight, bias)
+    return Convolution(base_axis, pad, stride, dilation, group, channel_last)(*inputs)

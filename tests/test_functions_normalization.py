@@ -1,0 +1,165 @@
+import numpy as np
+import pytest
+from conftest import requires_gpu
+from gradcheck import check_grad
+
+import dpnb as nn
+import dpnb.functions as F
+from dpnb.context import to_module
+from dpnb.errors import DpnbError
+from dpnb.ext_utils import get_extension_context
+
+
+def stat_shape(x_shape, axes):
+    return tuple(s if a in axes else 1 for a, s in enumerate(x_shape))
+
+
+def reference_batch_norm(x, beta, gamma, mean, variance, axes, decay_rate=0.9, eps=1e-5):
+    """Explicit loops over the channels: the output and the updated running statistics."""
+    shape = stat_shape(x.shape, axes)
+    y = np.empty_like(x)
+    new_mean, new_var = mean.copy(), variance.copy()
+    for index in np.ndindex(*shape):
+        select = tuple(i if s != 1 else slice(None) for i, s in zip(index, shape))
+        values = x[select]
+        m, v = values.mean(), values.var()
+        y[select] = (values - m) / np.sqrt(v + eps) * gamma[index] + beta[index]
+        new_mean[index] = decay_rate * mean[index] + (1 - decay_rate) * m
+        unbiased = v * values.size / (values.size - 1)
+        new_var[index] = decay_rate * variance[index] + (1 - decay_rate) * unbiased
+    return y, new_mean, new_var
+
+
+def make_inputs(rng, x_shape, axes, dtype=np.float64):
+    shape = stat_shape(x_shape, axes)
+    return [(rng.randn(*x_shape) * 2 + 1).astype(dtype), rng.randn(*shape).astype(dtype),
+            (rng.rand(*shape) + 0.5).astype(dtype), rng.randn(*shape).astype(dtype),
+            (rng.rand(*shape) + 0.5).astype(dtype)]
+
+
+@pytest.mark.parametrize("x_shape, axes", [((4, 3, 2, 2), [1]), ((5, 3), [1]), ((2, 3, 4), [2]),
+                                           ((3, 2, 4, 2), [1, 3]), ((4, 3, 2), [-2])])
+def test_batch_statistics_and_running_update(rng, x_shape, axes):
+    arrays = make_inputs(rng, x_shape, [a % len(x_shape) for a in axes], np.float32)
+    vs = [nn.Variable.from_numpy_array(a) for a in arrays]
+    y = F.batch_normalization(*vs, axes=axes, decay_rate=0.8, eps=1e-3)
+    y.forward()
+    expected, new_mean, new_var = reference_batch_norm(
+        *[a.astype(np.float64) for a in arrays], [a % len(x_shape) for a in axes], 0.8, 1e-3)
+    assert y.d.dtype == np.float32
+    np.testing.assert_allclose(y.d, expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(vs[3].d, new_mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(vs[4].d, new_var, rtol=1e-5, atol=1e-6)
+
+
+def test_inference_uses_running_statistics(rng):
+    x, beta, gamma, mean, var = make_inputs(rng, (4, 3, 2, 2), [1])
+    vs = [nn.Variable.from_numpy_array(a) for a in (x, beta, gamma, mean, var)]
+    y = F.batch_normalization(*vs, batch_stat=False)
+    y.forward()
+    np.testing.assert_allclose(y.d, (x - mean) / np.sqrt(var + 1e-5) * gamma + beta, rtol=1e-12)
+    np.testing.assert_array_equal(vs[3].d, mean)
+    np.testing.assert_array_equal(vs[4].d, var)
+
+
+@pytest.mark.parametrize("x_shape, axes",
+                         [((4, 3, 2, 2), [1]), ((3, 2, 3), [2]), ((3, 2, 2, 2), [1, 2])])
+def test_batch_stat_gradients(rng, x_shape, axes):
+    check_grad(lambda x, b, g, m, v: F.batch_normalization(x, b, g, m, v, axes=axes),
+               make_inputs(rng, x_shape, axes), need_grad=[True, True, True, False, False])
+
+
+def test_inference_gradients(rng):
+    check_grad(lambda x, b, g, m, v: F.batch_normalization(x, b, g, m, v, batch_stat=False),
+               make_inputs(rng, (3, 2, 2, 2), [1]), need_grad=[True, True, True, False, False])
+
+
+@pytest.mark.parametrize("batch_stat", [True, False])
+def test_without_beta_and_gamma(rng, batch_stat):
+    x, beta, gamma, mean, var = make_inputs(rng, (4, 3, 2), [1])
+    y = check_grad(
+        lambda x, g, m, v: F.batch_normalization(x, None, g, m, v, batch_stat=batch_stat),
+        [x, gamma, mean, var], need_grad=[True, True, False, False])
+    full = F.batch_normalization(*[nn.Variable.from_numpy_array(a) for a in
+                                   (x, np.zeros_like(beta), gamma, mean, var)],
+                                 batch_stat=batch_stat)
+    full.forward()
+    np.testing.assert_allclose(y.d, full.d, rtol=1e-12)
+    check_grad(lambda x, b, m, v: F.batch_normalization(x, b, None, m, v, batch_stat=batch_stat),
+               [x, beta, mean, var], need_grad=[True, True, False, False])
+
+
+def test_without_running_statistics(rng):
+    x, beta, gamma, _, _ = make_inputs(rng, (4, 3, 2), [1])
+    y = check_grad(lambda x, b, g: F.batch_normalization(x, b, g, None, None), [x, beta, gamma])
+    expected, _, _ = reference_batch_norm(x, beta, gamma, 0 * beta, 0 * beta + 1, [1])
+    np.testing.assert_allclose(y.d, expected, rtol=1e-10)
+
+
+def test_output_stat(rng):
+    x, beta, gamma, mean, var = make_inputs(rng, (4, 3, 2), [1])
+    vs = [nn.Variable.from_numpy_array(a) for a in (x, beta, gamma, mean, var)]
+    y, m, v = F.batch_normalization(*vs, output_stat=True)
+    y.forward()
+    m.forward()
+    np.testing.assert_allclose(m.d, x.mean(axis=(0, 2), keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose(v.d, x.var(axis=(0, 2), keepdims=True), rtol=1e-12)
+
+    def build(x, b, g, m, v):
+        y, bm, bv = F.batch_normalization(x, b, g, m, v, output_stat=True)
+        return F.add2(F.add2(y, bm), bv)
+    check_grad(build, [x, beta, gamma, mean, var], need_grad=[True, True, True, False, False])
+
+
+def test_running_statistics_get_no_gradient(rng):
+    vs = [nn.Variable.from_numpy_array(a, need_grad=True) for a in make_inputs(rng, (4, 3), [1])]
+    y = F.batch_normalization(*vs)
+    y.forward()
+    for v in vs:
+        v.g = 0
+    y.backward(np.ones((4, 3)))
+    np.testing.assert_array_equal(vs[3].g, 0)
+    np.testing.assert_array_equal(vs[4].g, 0)
+    np.testing.assert_allclose(vs[1].g, 4 * np.ones((1, 3)))
+
+
+def test_float32_gradients_stay_float32(rng):
+    vs = [nn.Variable.from_numpy_array(a, need_grad=True)
+          for a in make_inputs(rng, (4, 3, 2, 2), [1], np.float32)]
+    y = F.batch_normalization(*vs)
+    y.forward()
+    y.backward(np.ones(y.shape, np.float32))
+    assert all(v.g.dtype == np.float32 for v in vs[:3])
+
+
+def test_batch_normalization_errors():
+    x = nn.Variable((4, 3, 2, 2))
+    param = nn.Variable((1, 3, 1, 1))
+    with pytest.raises(DpnbError, match=r"gamma must have shape \(1, 3, 1, 1\)"):
+        F.batch_normalization(x, param, nn.Variable((3,)), param, param)
+    with pytest.raises(DpnbError, match="both must be given"):
+        F.batch_normalization(x, param, param, None, param, batch_stat=False)
+    with pytest.raises(DpnbError, match="output_stat=True needs batch_stat=True"):
+        F.batch_normalization(x, param, param, param, param, batch_stat=False, output_stat=True)
+    with pytest.raises(DpnbError, match="must be a leaf variable"):
+        F.batch_normalization(x, param, param, F.add2(param, param), param)
+    with pytest.raises(DpnbError, match="axes must be distinct axes"):
+        F.batch_normalization(x, param, param, param, param, axes=[4])
+
+
+@requires_gpu
+@pytest.mark.parametrize("batch_stat", [True, False])
+def test_batch_normalization_gpu_matches_cpu(rng, batch_stat):
+    arrays = make_inputs(rng, (8, 3, 4, 4), [1], np.float32)
+    gy = rng.randn(8, 3, 4, 4).astype(np.float32)
+    results = []
+    for ctx in (nn.Context(), get_extension_context("cudnn")):
+        with nn.context_scope(ctx):
+            vs = [nn.Variable.from_numpy_array(a, need_grad=i < 3) for i, a in enumerate(arrays)]
+            y = F.batch_normalization(*vs, batch_stat=batch_stat)
+            y.forward()
+            y.backward(gy)
+            arrays_out = [y.d] + [v.g for v in vs[:3]] + [vs[3].d, vs[4].d]
+            results.append([to_module(a, np) for a in arrays_out])
+    for cpu, gpu in zip(*results):
+        np.testing.assert_allclose(gpu, cpu, rtol=1e-4, atol=1e-4)
