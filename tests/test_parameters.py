@@ -1,0 +1,181 @@
+"""Parameters: scopes, flat storage, saving and loading, the default generator."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dpnb as nn
+import dpnb.parametric_functions as PF
+from dpnb import DpnbError
+from dpnb import fileio
+from dpnb.storage import all_storages, contiguous_runs
+
+
+def make_params():
+    x = nn.Variable((2, 3, 8, 8))
+    with nn.parameter_scope("net"):
+        h = PF.convolution(x, 4, (3, 3), pad=(1, 1))
+        h = PF.batch_normalization(h)
+        PF.affine(h, 5)
+    return x
+
+
+def test_names_order_and_scopes():
+    make_params()
+    assert list(nn.get_parameters()) == ["net/conv/W", "net/conv/b", "net/bn/beta",
+                                         "net/bn/gamma", "net/affine/W", "net/affine/b"]
+    assert list(nn.get_parameters(grad_only=False))[4:6] == ["net/bn/mean", "net/bn/var"]
+    with nn.parameter_scope("net"):
+        assert list(nn.get_parameters())[:2] == ["conv/W", "conv/b"]
+        assert nn.get_current_parameter_scope() == "net"
+    assert nn.get_parameters()["net/affine/W"].shape == (4 * 8 * 8, 5)
+
+
+def test_parametric_functions_reuse_parameters_in_the_same_scope():
+    x = nn.Variable((2, 6))
+    PF.affine(x, 3)
+    w = nn.get_parameters()["affine/W"]
+    PF.affine(x, 3)
+    assert nn.get_parameters()["affine/W"] is w and len(nn.get_parameters()) == 2
+    with pytest.raises(DpnbError, match=r"affine/W.*\(6, 3\).*\(6, 4\)"):
+        PF.affine(x, 4)
+
+
+def test_trainable_parameters_are_adjacent_views_of_one_buffer():
+    make_params()
+    params = list(nn.get_parameters().values())
+    (run,) = contiguous_runs(params)
+    storage = run.storage
+    offset = 0
+    for p in params:
+        assert np.shares_memory(p.d, storage.data) and np.shares_memory(p.g, storage.grad)
+        assert p.d.__array_interface__["data"][0] == storage.data.__array_interface__["data"][0] + 4 * offset
+        offset += p.size
+    assert storage.used == offset == sum(p.size for p in params)
+    stats = [v for k, v in nn.get_parameters(grad_only=False).items() if k.endswith(("mean", "var"))]
+    assert not any(np.shares_memory(s.d, storage.data) for s in stats)
+    assert len(all_storages()) == 2
+
+
+def test_flat_arrays_see_writes_through_parameter_views():
+    make_params()
+    params = list(nn.get_parameters().values())
+    storage = contiguous_runs(params)[0].storage
+    storage.grad[...] = 1.0
+    assert all(float(p.g.min()) == 1.0 for p in params)
+    params[1].d[...] = 42.0
+    assert float(storage.data[params[0].size]) == 42.0
+
+
+def test_growth_repoints_views_and_keeps_values():
+    first = nn.get_parameter_or_create("a", (1000,), np.arange(1000.0))
+    handle = first.data
+    first.g[...] = 2.0
+    before = first.d.copy()
+    for i in range(20):
+        nn.get_parameter_or_create(f"p{i}", (1000,), np.full(1000, float(i)))
+    storage = contiguous_runs([first])[0].storage
+    assert storage.data.size == 21000 and first.data is handle
+    np.testing.assert_array_equal(first.d, before)
+    np.testing.assert_array_equal(first.g, 2.0)
+    assert np.shares_memory(first.d, storage.data)
+    (run,) = contiguous_runs(list(nn.get_parameters().values()))
+    assert run.size == 21000
+
+
+def test_non_adjacent_subsets_and_loose_variables_form_separate_runs():
+    make_params()
+    params = nn.get_parameters()
+    loose = nn.Variable((3,), need_grad=True)
+    runs = contiguous_runs([params["net/conv/W"], params["net/affine/W"], loose])
+    assert [len(r.variables) for r in runs] == [1, 1, 1]
+    assert runs[2].storage is None and runs[2].data().base is not None
+
+
+def test_initializer_shape_is_checked():
+    with pytest.raises(DpnbError, match=r"initializer of 'w' gave shape \(2,\), expected \(3,\)"):
+        nn.get_parameter_or_create("w", (3,), np.zeros(2))
+
+
+def test_save_and_load_round_trip(tmp_path):
+    make_params()
+    path = tmp_path / "params.npz"
+    nn.save_parameters(path)
+    saved = {k: v.d.copy() for k, v in nn.get_parameters(grad_only=False).items()}
+    for v in nn.get_parameters(grad_only=False).values():
+        v.d[...] = -1
+    nn.load_parameters(path)
+    for k, v in nn.get_parameters(grad_only=False).items():
+        np.testing.assert_array_equal(v.d, saved[k])
+    nn.clear_parameters()
+    nn.load_parameters(path)
+    loaded = nn.get_parameters(grad_only=False)
+    assert list(loaded) == list(saved)
+    assert not loaded["net/bn/mean"].need_grad and loaded["net/bn/beta"].need_grad
+    assert len(contiguous_runs(list(nn.get_parameters().values()))) == 1
+
+
+def test_load_errors(tmp_path):
+    with pytest.raises(DpnbError, match="does not exist"):
+        nn.load_parameters(tmp_path / "missing.npz")
+    make_params()
+    path = tmp_path / "params.npz"
+    nn.save_parameters(path)
+    truncated = tmp_path / "truncated.npz"
+    truncated.write_bytes(path.read_bytes()[: os.path.getsize(path) // 2])
+    with pytest.raises(DpnbError, match="truncated or not a dpnb parameter file"):
+        nn.load_parameters(truncated)
+    foreign = tmp_path / "foreign.npz"
+    np.savez(foreign, w=np.zeros(3))
+    with pytest.raises(DpnbError, match="not written by dpnb.save_parameters"):
+        nn.load_parameters(foreign)
+    nn.clear_parameters()
+    x = nn.Variable((2, 3, 8, 8))
+    with nn.parameter_scope("net"):
+        PF.convolution(x, 7, (3, 3), pad=(1, 1))
+    with pytest.raises(DpnbError, match=r"net/conv/W.*\(4, 3, 3, 3\).*\(7, 3, 3, 3\).*different network"):
+        nn.load_parameters(path)
+
+
+def test_a_crash_during_save_leaves_the_previous_file(tmp_path, monkeypatch):
+    make_params()
+    path = tmp_path / "params.npz"
+    nn.save_parameters(path)
+    good = path.read_bytes()
+
+    def crash(f, **arrays):
+        f.write(b"partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fileio.np, "savez", crash)
+    with pytest.raises(KeyboardInterrupt):
+        nn.save_parameters(path)
+    assert path.read_bytes() == good
+    assert os.listdir(tmp_path) == ["params.npz"]
+
+
+def test_every_process_creates_the_same_initial_parameters():
+    script = ("import numpy as np, dpnb as nn, dpnb.parametric_functions as PF\n"
+              "PF.convolution(nn.Variable((1, 3, 4, 4)), 2, (3, 3))\n"
+              "print(repr(nn.get_parameters()['conv/W'].d.ravel().tolist()))\n")
+    runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           check=True).stdout for _ in range(2)]
+    assert runs[0] == runs[1] and len(runs[0]) > 20
+
+
+def test_seed_changes_and_restores_initial_values():
+    def draw():
+        nn.clear_parameters()
+        PF.affine(nn.Variable((1, 4)), 3)
+        return nn.get_parameters()["affine/W"].d.copy()
+
+    nn.seed(1)
+    a = draw()
+    nn.seed(2)
+    b = draw()
+    nn.seed(1)
+    c = draw()
+    assert not np.array_equal(a, b)
+    np.testing.assert_array_equal(a, c)
