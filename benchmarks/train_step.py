@@ -1,0 +1,164 @@
+"""One training step of ResNet-23 (nmaps=64, batch 64, 32x32, Adam, one BLAS
+thread): dpnb against PyTorch's CPU build on the identical network.
+
+Each framework runs in its own process, several times alternately; the table
+shows the medians of the per-run median step times and of the peak memory
+above the process's footprint before the network was built.
+
+    python benchmarks/train_step.py [--steps 10] [--runs 3]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BATCH, NMAPS, NCLS = 64, 64, 10
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def time_steps(step, steps: int) -> list[float]:
+    step()
+    step()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def dpnb_worker(steps: int) -> dict:
+    import numpy as np
+    import dpnb as nn
+    import dpnb.functions as F
+    import dpnb.solvers as S
+    from dpnb.models import resnet23_prediction
+
+    rng = np.random.RandomState(0)
+    base = rss_mib()
+    image, label = nn.Variable((BATCH, 3, 32, 32)), nn.Variable((BATCH, 1))
+    image.d = rng.randn(BATCH, 3, 32, 32)
+    label.d = rng.randint(0, NCLS, (BATCH, 1))
+    loss = F.mean(F.softmax_cross_entropy(resnet23_prediction(image, ncls=NCLS, nmaps=NMAPS), label))
+    solver = S.Adam()
+    solver.set_parameters(nn.get_parameters())
+
+    def step():
+        loss.forward(clear_no_need_grad=True)
+        solver.zero_grad()
+        loss.backward(clear_buffer=True)
+        solver.update()
+
+    times = time_steps(step, steps)
+    return {"step_s": statistics.median(times), "peak_mib": peak_rss_mib() - base}
+
+
+def torch_worker(steps: int) -> dict:
+    import torch
+    from torch import nn as tnn
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+
+    def conv_bn(cin, cout, k):
+        return [tnn.Conv2d(cin, cout, k, padding=k // 2, bias=False), tnn.BatchNorm2d(cout)]
+
+    class Bottleneck(tnn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.body = tnn.Sequential(*conv_bn(c, c // 2, 1), tnn.ReLU(),
+                                       *conv_bn(c // 2, c // 2, 3), tnn.ReLU(),
+                                       *conv_bn(c // 2, c, 1))
+
+        def forward(self, x):
+            return torch.relu(self.body(x) + x)
+
+    layers = [*conv_bn(3, NMAPS, 3), tnn.ReLU()]
+    for unit in range(2, 9):
+        layers.append(Bottleneck(NMAPS))
+        if unit in (3, 5, 7):
+            layers.append(tnn.MaxPool2d(2))
+    layers += [tnn.AvgPool2d(4), tnn.Flatten(), tnn.Linear(NMAPS, NCLS)]
+    base = rss_mib()
+    model = tnn.Sequential(*layers)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    image = torch.randn(BATCH, 3, 32, 32)
+    label = torch.randint(0, NCLS, (BATCH,))
+
+    def step():
+        loss = tnn.functional.cross_entropy(model(image), label)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    times = time_steps(step, steps)
+    return {"step_s": statistics.median(times), "peak_mib": peak_rss_mib() - base,
+            "torch": torch.__version__}
+
+
+def torch_installed() -> bool:
+    probe = [sys.executable, "-c", "import torch"]
+    return subprocess.run(probe, capture_output=True).returncode == 0
+
+
+def run_worker(name: str, steps: int) -> dict:
+    cmd = [sys.executable, __file__, "--worker", name, "--steps", str(steps)]
+    out = subprocess.run(cmd, env={**os.environ, **ONE_THREAD}, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"{name} worker failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--worker", choices=["dpnb", "torch"])
+    args = parser.parse_args()
+    if args.worker:
+        worker = dpnb_worker if args.worker == "dpnb" else torch_worker
+        print(json.dumps(worker(args.steps)))
+        return
+
+    frameworks = ["dpnb"] + (["torch"] if torch_installed() else [])
+    runs = {name: [] for name in frameworks}
+    for _ in range(args.runs):
+        for name in frameworks:
+            runs[name].append(run_worker(name, args.steps))
+    result = {name: {"step_s": statistics.median(r["step_s"] for r in rs),
+                     "peak_mib": statistics.median(r["peak_mib"] for r in rs),
+                     "runs": rs} for name, rs in runs.items()}
+    print(f"ResNet-23 train step, batch {BATCH}, nmaps {NMAPS}, 1 thread, "
+          f"median of {args.runs} runs x {args.steps} steps")
+    print(f"{'':8} {'step ms':>9} {'peak MiB':>9}")
+    for name, r in result.items():
+        print(f"{name:8} {1e3 * r['step_s']:9.1f} {r['peak_mib']:9.1f}")
+    if "torch" in result:
+        result["ratio_time"] = result["dpnb"]["step_s"] / result["torch"]["step_s"]
+        result["ratio_memory"] = result["dpnb"]["peak_mib"] / result["torch"]["peak_mib"]
+        print(f"dpnb / torch: time {result['ratio_time']:.2f}x (target <= 1.5), "
+              f"memory {result['ratio_memory']:.2f}x (target <= 1.5)")
+    else:
+        print("PyTorch is not installed: `pip install torch==2.13.0` adds the reference")
+    out = Path(__file__).parent / "results" / "train_step.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
