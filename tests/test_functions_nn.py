@@ -150,6 +150,36 @@ def test_convolution_errors():
         F.convolution(x, nn.Variable((6, 4, 3)))
 
 
+STRIDE_1_CASES = [
+    dict(pad=(1, 1)),
+    dict(pad=(0, 2)),
+    dict(pad=(3, 1)),  # pad beyond the kernel's reach along the height
+    dict(dilation=(2, 3), pad=(2, 1)),
+    dict(group=2, pad=(1, 0)),
+    dict(group=2, dilation=(1, 2), pad=(4, 2)),
+]
+
+
+@pytest.mark.parametrize("options", STRIDE_1_CASES)
+def test_convolution_stride_1_gradients_match_col2im(rng, options):
+    """Stride 1 takes both gradients from the columns of the output gradient instead of
+    col2im (the path of the other strides): check by finite differences and against col2im."""
+    group = options.get("group", 1)
+    x, w = rng.randn(2, 4, 5, 6), rng.randn(6, 4 // group, 3, 2)
+    check_grad(lambda x, w: F.convolution(x, w, **options), [x, w])
+    y = F.convolution(*(nn.Variable.from_numpy_array(a, need_grad=True) for a in (x, w)),
+                      **options)
+    fn = y.parent
+    gy = rng.randn(*y.shape)
+    gx, gw = fn.backward(np, [x, w], None, [gy], [True, True])
+    gy = gy.reshape(2, group, 6 // group, -1)
+    col2im = fn._add_columns_to_image(np, np.matmul(fn._weight_matrix(w).swapaxes(-1, -2), gy))
+    np.testing.assert_allclose(gx, col2im, rtol=1e-12, atol=1e-12)
+    x_columns = fn._columns(np, x)
+    np.testing.assert_allclose(gw, np.matmul(gy, x_columns.swapaxes(-1, -2)).sum(axis=0)
+                               .reshape(w.shape), rtol=1e-12, atol=1e-12)
+
+
 def test_convolution_results_do_not_alias_the_column_buffer(rng):
     """Columns live in a buffer shared by all convolutions; outputs and gradients must not."""
     xv = nn.Variable.from_numpy_array(rng.randn(2, 2, 4, 4).astype(np.float32), need_grad=True)

@@ -63,7 +63,8 @@ def test_inference_uses_running_statistics(rng):
 
 
 @pytest.mark.parametrize("x_shape, axes",
-                         [((4, 3, 2, 2), [1]), ((3, 2, 3), [2]), ((3, 2, 2, 2), [1, 2])])
+                         [((4, 3, 2, 2), [1]), ((3, 2, 3), [2]), ((3, 2, 2, 2), [1, 2]),
+                          ((3, 2, 2, 2), [1, 3])])
 def test_batch_stat_gradients(rng, x_shape, axes):
     check_grad(lambda x, b, g, m, v: F.batch_normalization(x, b, g, m, v, axes=axes),
                make_inputs(rng, x_shape, axes), need_grad=[True, True, True, False, False])
@@ -130,6 +131,44 @@ def test_float32_gradients_stay_float32(rng):
     y.forward()
     y.backward(np.ones(y.shape, np.float32))
     assert all(v.g.dtype == np.float32 for v in vs[:3])
+
+
+def test_large_mean_float32_matches_float64(rng):
+    """Statistics from centred values: a mean 1000 times the spread costs no accuracy
+    beyond that of the float32 mean (E[x^2] - mean^2 would lose the variance)."""
+    x = (1000 + rng.randn(16, 3, 8, 8)).astype(np.float32)
+    beta, gamma = rng.randn(1, 3, 1, 1), rng.rand(1, 3, 1, 1) + 0.5
+    gy = rng.randn(*x.shape)
+    results = []
+    for dtype in (np.float32, np.float64):
+        vs = [nn.Variable.from_numpy_array(a.astype(dtype), need_grad=True)
+              for a in (x, beta, gamma)]
+        y = F.batch_normalization(vs[0], vs[1], vs[2], None, None)
+        y.forward()
+        y.backward(gy.astype(dtype))
+        results.append([y.d] + [v.g for v in vs])
+    (y32, gx32, gb32, gg32), (y64, gx64, gb64, gg64) = results
+    np.testing.assert_allclose(y32, y64, atol=5e-4)
+    np.testing.assert_allclose(gx32, gx64, atol=1e-4)
+    np.testing.assert_allclose(gb32, gb64, rtol=1e-5)
+    np.testing.assert_allclose(gg32, gg64, rtol=1e-3, atol=1e-3)
+
+
+def test_gradients_do_not_alias_the_workspace(rng):
+    """x - mean lives in the buffer that convolutions reuse for their columns."""
+    arrays = make_inputs(rng, (4, 3, 5, 5), [1], np.float32)[:3]
+    y = F.batch_normalization(*(nn.Variable.from_numpy_array(a) for a in arrays), None, None)
+    y.forward()
+    gy = rng.randn(*y.shape).astype(np.float32)
+    grads = y.parent.backward(np, arrays, None, [gy], [True] * 3)
+    saved = [g.copy() for g in grads]
+    x, w = (nn.Variable.from_numpy_array(rng.randn(*shape).astype(np.float32), need_grad=True)
+            for shape in ((4, 3, 5, 5), (2, 3, 3, 3)))
+    conv = F.convolution(x, w, pad=(1, 1))
+    conv.forward()
+    conv.backward(rng.randn(*conv.shape).astype(np.float32))
+    for g, before in zip(grads, saved):
+        np.testing.assert_array_equal(g, before)
 
 
 def test_batch_normalization_errors():

@@ -71,7 +71,8 @@ _scratch = threading.local()
 
 
 def _workspace(xp, shape: tuple[int, ...], dtype):
-    """An uninitialised temporary of ``shape`` for convolution columns.
+    """An uninitialised temporary of ``shape`` (convolution columns, batch norm's x - mean),
+    valid until the next call: hand out no result that lives in it.
 
     On the CPU one buffer per thread is kept and reused: NumPy hands large
     arrays back to the OS, and filling fresh pages costs more than the copy
@@ -92,8 +93,29 @@ def _pair(fn: Function, name: str, value, default: int, minimum: int) -> tuple[i
     return value
 
 
+def _im2col(xp, x, group: int, kernel, pad, stride, dilation, out_hw):
+    """The patch of NCHW ``x`` (zero-padded by ``pad``) under each of the ``out_hw``
+    output pixels, as (B, group, C/group * kh * kw, Ho * Wo) in the column workspace."""
+    b, c, h, w = x.shape
+    (ph, pw), (sh, sw), (dh, dw) = pad, stride, dilation
+    if ph or pw:
+        padded = xp.zeros((b, c, h + 2 * ph, w + 2 * pw), x.dtype)
+        padded[:, :, ph:ph + h, pw:pw + w] = x
+        x = padded
+    (kh, kw), (ho, wo), cg = kernel, out_hw, c // group
+    s_b, s_c, s_h, s_w = x.strides
+    shape = (b, group, cg, kh, kw, ho, wo)
+    strides = (s_b, s_c * cg, s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw)
+    columns = _workspace(xp, shape, x.dtype)
+    columns[...] = xp.lib.stride_tricks.as_strided(x, shape=shape, strides=strides)
+    return columns.reshape(b, group, cg * kh * kw, ho * wo)
+
+
 class Convolution(Function):
-    """2-D convolution (cross-correlation) of NCHW input by im2col and batched matmul."""
+    """2-D convolution (cross-correlation) of NCHW input by im2col and batched matmul.
+
+    With stride 1 the input gradient is itself a convolution, of the output gradient with
+    the flipped kernel; the columns of the output gradient then give both gradients."""
 
     def __init__(self, base_axis: int, pad, stride, dilation, group: int, channel_last: bool):
         self.base_axis = base_axis
@@ -150,34 +172,34 @@ class Convolution(Function):
         """The weight as (group, out_channels/group, in_channels/group * kh * kw)."""
         return w.reshape(self.group, self.w_shape[0] // self.group, -1)
 
-    def _columns(self, xp, x, batch_last: bool = False):
-        """The input patch under each output pixel: (B, group, K, P) for the forward
-        product, or (group, K, B * P) with ``batch_last`` for the weight gradient, which
-        then is one product over B * P; K = C/group * kh * kw and P = Ho * Wo."""
+    def _columns(self, xp, x):
+        """The input patch under each output pixel: (B, group, C/group * kh * kw, Ho * Wo)."""
         b, c, h, w = self.x4_shape
-        g, cg = self.group, c // self.group
         x = x.reshape(self.x4_shape)
         if self.pointwise:
-            x = x.reshape(b, g, cg, h * w)
-            return x.transpose(1, 2, 0, 3).reshape(g, cg, b * h * w) if batch_last else x
-        (ph, pw), (sh, sw), (dh, dw) = self.pad, self.stride, self.dilation
-        if ph or pw:
-            padded = xp.zeros((b, c, h + 2 * ph, w + 2 * pw), x.dtype)
-            padded[:, :, ph:ph + h, pw:pw + w] = x
-            x = padded
-        kh, kw = self.w_shape[2:]
-        ho, wo = self.y_hw
-        s_b, s_c, s_h, s_w = x.strides
-        shape = (b, g, cg, kh, kw, ho, wo)
-        strides = (s_b, s_c * cg, s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw)
-        if batch_last:
-            order = (1, 2, 3, 4, 0, 5, 6)
-            shape, strides = tuple(shape[i] for i in order), tuple(strides[i] for i in order)
-        patches = xp.lib.stride_tricks.as_strided(x, shape=shape, strides=strides)
-        columns = _workspace(xp, shape, x.dtype)
-        columns[...] = patches
-        k = cg * kh * kw
-        return columns.reshape((g, k, b * ho * wo) if batch_last else (b, g, k, ho * wo))
+            return x.reshape(b, self.group, c // self.group, h * w)
+        return _im2col(xp, x, self.group, self.w_shape[2:], self.pad, self.stride,
+                       self.dilation, self.y_hw)
+
+    def _output_grad_columns(self, xp, gy):
+        """For stride 1, the columns of gy padded by d (k - 1) - p: (B, group, OC/group * kh * kw,
+        H * W).  The input gradient is their product with the flipped weight (a convolution),
+        the weight gradient the batch sum of the input's product with them."""
+        b, oc = self.x4_shape[0], self.w_shape[0]
+        kernel = self.w_shape[2:]
+        pads = tuple(d * (k - 1) - p for d, k, p in zip(self.dilation, kernel, self.pad))
+        # A pad beyond the kernel's reach leaves border outputs that see only zeros: crop them.
+        crop = tuple(slice(max(-q, 0), n - max(-q, 0)) for q, n in zip(pads, self.y_hw))
+        gy = gy.reshape((b, oc) + self.y_hw)[(Ellipsis,) + crop]
+        return _im2col(xp, gy, self.group, kernel, tuple(max(q, 0) for q in pads), (1, 1),
+                       self.dilation, self.x4_shape[2:])
+
+    def _flip(self, a):
+        """(group * m, n, kh, kw) as (group, n, m * kh * kw) with the kernel reversed: the weight
+        (m = OC/group) in the layout of the stride-1 input gradient, and back for its gradient."""
+        g, (m, n, kh, kw) = self.group, a.shape
+        a = a.reshape(g, m // g, n, kh, kw)[:, :, :, ::-1, ::-1]
+        return a.transpose(0, 2, 1, 3, 4).reshape(g, n, -1)
 
     def _add_columns_to_image(self, xp, columns):
         """col2im: the input gradient from that of the columns, summed over kernel offsets."""
@@ -201,22 +223,33 @@ class Convolution(Function):
         return (y.reshape(self.x_shape[:-3] + y.shape[1:]),)
 
     def backward(self, xp, xs, ys, gys, need_grads):
-        batch, g = self.x4_shape[0], self.group
-        gy = gys[0].reshape(batch, g, self.w_shape[0] // g, -1)
+        (b, c, h, w), g = self.x4_shape, self.group
+        gy = gys[0].reshape(b, g, self.w_shape[0] // g, -1)
         grads = [None, None]
-        if need_grads[0]:
-            w_t = self._weight_matrix(xs[1]).swapaxes(-1, -2)
-            if self.pointwise:
-                gx = xp.matmul(w_t, gy)
-            else:
-                columns = _workspace(xp, (batch, g, w_t.shape[1], gy.shape[3]), gy.dtype)
-                gx = self._add_columns_to_image(xp, xp.matmul(w_t, gy, out=columns))
-            grads[0] = gx.reshape(self.x_shape)
-        if need_grads[1]:
-            # Batch moved next to the pixels: one product over both, no per-sample partial sums.
-            gy_t = gy.transpose(1, 2, 0, 3).reshape(g, gy.shape[2], -1)
-            columns = self._columns(xp, xs[0], batch_last=True)
-            grads[1] = xp.matmul(gy_t, columns.swapaxes(-1, -2)).reshape(self.w_shape)
+        if need_grads[0] and self.stride == (1, 1) and not self.pointwise:
+            # One set of columns, of gy, for both gradients: no col2im, and no columns of x.
+            columns = self._output_grad_columns(xp, gy)
+            if need_grads[1]:
+                x = xs[0].reshape(b, g, c // g, h * w)
+                gw = xp.matmul(x, columns.swapaxes(-1, -2)).sum(axis=0)
+                gw = gw.reshape((c, self.w_shape[0] // g) + self.w_shape[2:])
+                grads[1] = self._flip(gw).reshape(self.w_shape)
+            grads[0] = xp.matmul(self._flip(xs[1]), columns).reshape(self.x_shape)
+        else:
+            if need_grads[1]:
+                # Per-sample products summed over the batch: no transposed copy of the columns.
+                columns = self._columns(xp, xs[0])
+                gw = xp.matmul(gy, columns.swapaxes(-1, -2)).sum(axis=0)
+                grads[1] = gw.reshape(self.w_shape)
+            if need_grads[0]:
+                w_t = self._weight_matrix(xs[1]).swapaxes(-1, -2)
+                if self.pointwise:
+                    gx = xp.matmul(w_t, gy)
+                else:
+                    # The columns' gradient (after the weight's: it reuses the workspace).
+                    columns = _workspace(xp, (b, g, w_t.shape[1], gy.shape[3]), gy.dtype)
+                    gx = self._add_columns_to_image(xp, xp.matmul(w_t, gy, out=columns))
+                grads[0] = gx.reshape(self.x_shape)
         if len(xs) == 3:
             grads.append(gy.sum(axis=(0, 3)).reshape(-1) if need_grads[2] else None)
         return tuple(grads)

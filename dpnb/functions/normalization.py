@@ -6,6 +6,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..graph import Function, Variable
+from .nn import _workspace
 
 __all__ = ["batch_normalization"]
 
@@ -52,6 +53,13 @@ class BatchNormalization(Function):
             raise self.error("batch_stat=False normalizes with the running mean and variance, "
                              "so both must be given, got None")
         self.count = x.size // max(1, int(np.prod(self.stat_shape)))
+        # With the kept axes next to each other (the usual channel axis), x is seen as
+        # (before, kept, after) and the statistics are products along its contiguous rows.
+        first, stop = axes[0], axes[-1] + 1
+        self.rows_shape = None
+        if axes == list(range(first, stop)):
+            self.rows_shape = tuple(int(np.prod(x.shape[i:j]))
+                                    for i, j in ((0, first), (first, stop), (stop, x.ndim)))
         dtype = x.dtype
         outputs = [(x.shape, dtype)]
         if self.output_stat:
@@ -60,6 +68,23 @@ class BatchNormalization(Function):
 
     def _unpack(self, xs) -> dict:
         return dict(zip(self.roles, xs[1:]))
+
+    def _sum(self, xp, a):
+        """The sum of ``a`` over the reduced axes (shape ``stat_shape``)."""
+        if self.rows_shape is None:
+            return a.sum(axis=self.reduce_axes, keepdims=True)
+        rows = a.reshape(self.rows_shape)
+        # A product with ones reduces the contiguous rows faster than sum over strided axes.
+        sums = xp.matmul(rows, xp.ones(self.rows_shape[2], a.dtype))
+        return sums.sum(axis=0).reshape(self.stat_shape)
+
+    def _dot(self, xp, a, b):
+        """The sum of ``a * b`` over the reduced axes, without ``a * b`` as a temporary."""
+        if self.rows_shape is None:
+            return (a * b).sum(axis=self.reduce_axes, keepdims=True)
+        rows_a = a.reshape(self.rows_shape)[:, :, None, :]
+        rows_b = b.reshape(self.rows_shape)[:, :, :, None]
+        return xp.matmul(rows_a, rows_b).sum(axis=0).reshape(self.stat_shape)
 
     def _scale(self, params, inv_std):
         """gamma / std: the factor on x - mean."""
@@ -70,9 +95,9 @@ class BatchNormalization(Function):
         x, params = xs[0], self._unpack(xs)
         beta = params.get("beta")
         if self.batch_stat:
-            mean = x.mean(axis=self.reduce_axes, keepdims=True)
+            mean = self._sum(xp, x) / self.count
             y = x - mean
-            var = xp.square(y).mean(axis=self.reduce_axes, keepdims=True)
+            var = self._dot(xp, y, y) / self.count
             self._update_running(mean, var)
         else:
             mean, var = params["mean"], params["variance"]
@@ -104,29 +129,29 @@ class BatchNormalization(Function):
 
     def backward(self, xp, xs, ys, gys, need_grads):
         x, params = xs[0], self._unpack(xs)
-        gy, axes = gys[0], self.reduce_axes
+        gy = gys[0]
         need = dict(zip(self.roles, need_grads[1:]))
         batch_terms = self.batch_stat and need_grads[0]
         grads = dict.fromkeys(_ROLES)
         if need.get("beta") or batch_terms:
-            grads["beta"] = gy.sum(axis=axes, keepdims=True)
+            grads["beta"] = self._sum(xp, gy)
         if need.get("gamma") or batch_terms:
-            xhat = x - self.mean
-            xhat *= self.inv_std
-            grads["gamma"] = (gy * xhat).sum(axis=axes, keepdims=True)
+            centred = xp.subtract(x, self.mean, out=_workspace(xp, x.shape, x.dtype))
+            grads["gamma"] = self._dot(xp, gy, centred) * self.inv_std
         gx = None
         if need_grads[0]:
             scale = self._scale(params, self.inv_std)
             gx = gy * scale
             if self.batch_stat:
-                # Through the batch mean and variance (and the stat outputs, if any).
-                coef_xhat = -scale * grads["gamma"] / self.count
+                # Through the batch mean and variance (and the stat outputs, if any):
+                # gx += coef * (x - mean) + shift.
+                coef = -scale * self.inv_std * grads["gamma"] / self.count
                 shift = -scale * grads["beta"] / self.count
                 if self.output_stat:
-                    coef_xhat += 2 * gys[2] / (self.count * self.inv_std)
+                    coef += 2 * gys[2] / self.count
                     shift += gys[1] / self.count
-                xhat *= coef_xhat
-                gx += xhat
+                centred *= coef
+                gx += centred
                 gx += shift
         return (gx,) + tuple(grads[role] if need[role] else None for role in self.roles)
 

@@ -46,6 +46,7 @@ class _Windows:
             (w + p - (k - p if ignore_border else 1)) // s + 1
             for w, k, s, p in zip(self.spatial, self.kernel, self.stride, self.pad))
         self.out_shape = shape[:-n] + self.out_spatial
+        self.overlapping = any(s < k for s, k in zip(self.stride, self.kernel))
         # Padding after the input so that the last window fits (only ignore_border=False
         # can need more than ``pad`` there).
         self.pad_after = tuple(max(0, (o - 1) * s + k - p - w) for o, s, k, p, w in zip(
@@ -110,7 +111,11 @@ class MaxPooling(Function):
         win, gy = self.win, gys[0]
         gx = xp.zeros(win.padded_shape(gy.shape[:-len(win.kernel)]), gy.dtype)
         for number, index in win.offsets():
-            gx[index] += gy * (self.argmax == number)
+            if win.overlapping:
+                gx[index] += gy * (self.argmax == number)
+            else:
+                # Disjoint windows: an input element takes the gradient of one output at most.
+                xp.multiply(gy, self.argmax == number, out=gx[index])
         return (gx[win.interior()],)
 
 
