@@ -1,0 +1,298 @@
+"""All-reduce throughput of dpnb's MPI communicator against raw mpi4py.
+
+Run ``python benchmarks/allreduce.py`` (it starts itself on 2 ranks with
+mpiexec) or ``mpiexec -n N python benchmarks/allreduce.py``.  Every dpnb
+figure is printed beside its reference measured in the same run: one raw
+``Allreduce(IN_PLACE)`` over one contiguous buffer of the same byte count, and
+NumPy's memcpy rate (``np.copyto``) for the same bytes.  Times are medians of
+several repetitions, each the slowest rank's.  busbw = algbw * 2(n-1)/n.
+Results go to benchmarks/results/allreduce.json."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+CHILD_FLAG = "DPNB_BENCH_ALLREDUCE_CHILD"
+RESULTS = Path(__file__).parent / "results" / "allreduce.json"
+MB = 1 << 20
+
+
+def resnet34_shapes() -> list[tuple[int, ...]]:
+    """Trainable parameter shapes of a ResNet-34 for 1000 classes, in creation order."""
+    shapes = [(64, 3, 7, 7), (64,), (64,)]
+    in_ch = 64
+    for out_ch, blocks in ((64, 3), (128, 4), (256, 6), (512, 3)):
+        for b in range(blocks):
+            shapes += [(out_ch, in_ch, 3, 3), (out_ch,), (out_ch,),
+                       (out_ch, out_ch, 3, 3), (out_ch,), (out_ch,)]
+            if b == 0 and in_ch != out_ch:
+                shapes += [(out_ch, in_ch, 1, 1), (out_ch,), (out_ch,)]
+            in_ch = out_ch
+    return shapes + [(1000, 512), (1000,)]
+
+
+class Bench:
+    def __init__(self, comm):
+        from mpi4py import MPI
+
+        self.MPI = MPI
+        self.comm = comm
+        self.world = MPI.COMM_WORLD
+        self.n = self.world.Get_size()
+        self.rank = self.world.Get_rank()
+
+    def times(self, fns: dict, reps: int) -> dict:
+        """For each named function, the median over ``reps`` of the slowest rank's
+        time, after warming up.  The functions take turns within each repetition,
+        so that a passing load on the machine weighs on all of them alike."""
+        for fn in fns.values():
+            for _ in range(3):
+                fn()
+        times: dict = {name: [] for name in fns}
+        for _ in range(reps):
+            for name, fn in fns.items():
+                self.world.Barrier()
+                start = time.perf_counter()
+                fn()
+                elapsed = time.perf_counter() - start
+                times[name].append(self.world.allreduce(elapsed, op=self.MPI.MAX))
+        return {name: float(np.median(t)) for name, t in times.items()}
+
+    def raw(self, nbytes: int):
+        """One raw Allreduce(IN_PLACE) over one contiguous buffer of ``nbytes``."""
+        buf = np.ones(nbytes // 4, np.float32)
+        MPI = self.MPI
+        return lambda: self.world.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+
+    def memcpy(self, nbytes: int):
+        """NumPy's copy of ``nbytes``: the physical reference."""
+        src, dst = np.ones(nbytes // 4, np.float32), np.empty(nbytes // 4, np.float32)
+        return lambda: np.copyto(dst, src)
+
+    def gbps(self, nbytes: int, seconds: float) -> float:
+        return nbytes / seconds / 1e9
+
+    def busbw(self, algbw: float) -> float:
+        return algbw * 2 * (self.n - 1) / self.n
+
+    def out(self, text: str) -> None:
+        if self.rank == 0:
+            print(text, flush=True)
+
+
+def reps_for(nbytes: int) -> int:
+    return 30 if nbytes <= MB else 10 if nbytes <= 16 * MB else 7
+
+
+def size_sweep(b: Bench) -> list[dict]:
+    b.out("\n## size sweep: one float32 array (dpnb all_reduce) vs raw Allreduce vs memcpy")
+    b.out(f"{'bytes':>10} {'dpnb algbw':>11} {'busbw':>8} {'raw algbw':>10} {'busbw':>8} "
+          f"{'memcpy':>8} {'dpnb/raw':>9} {'dpnb/memcpy':>12}   (GB/s)")
+    rows = []
+    for nbytes in [4 << 10 << (2 * i) for i in range(9)]:  # 4 KB .. 256 MB
+        reps = reps_for(nbytes)
+        array = np.ones(nbytes // 4, np.float32)
+        t = b.times({"dpnb": lambda: b.comm.all_reduce(array), "raw": b.raw(nbytes),
+                     "memcpy": b.memcpy(nbytes)}, reps)
+        dpnb_t, raw_t, copy_t = t["dpnb"], t["raw"], t["memcpy"]
+        row = {"bytes": nbytes, "dpnb_s": dpnb_t, "raw_s": raw_t, "memcpy_s": copy_t,
+               "dpnb_algbw": b.gbps(nbytes, dpnb_t), "raw_algbw": b.gbps(nbytes, raw_t),
+               "memcpy_gbps": b.gbps(nbytes, copy_t)}
+        row["dpnb_busbw"], row["raw_busbw"] = b.busbw(row["dpnb_algbw"]), b.busbw(row["raw_algbw"])
+        rows.append(row)
+        b.out(f"{nbytes:>10} {row['dpnb_algbw']:>11.2f} {row['dpnb_busbw']:>8.2f} "
+              f"{row['raw_algbw']:>10.2f} {row['raw_busbw']:>8.2f} {row['memcpy_gbps']:>8.2f} "
+              f"{raw_t / dpnb_t:>9.2f} {copy_t / dpnb_t:>12.2f}")
+    return rows
+
+
+def segment_sweep(b: Bench, nbytes: int = 64 * MB) -> list[dict]:
+    """The measurement behind the default segment size."""
+    b.out(f"\n## segment size for one {nbytes // MB} MB region (dpnb algbw, GB/s)")
+    array = np.ones(nbytes // 4, np.float32)
+    rows = []
+    saved = b.comm.segment_bytes
+    for segment in [256 << 10 << i for i in range(9)]:  # 256 KB .. 64 MB
+        b.comm.segment_bytes = segment
+        t = b.times({"dpnb": lambda: b.comm.all_reduce(array)}, 5)["dpnb"]
+        rows.append({"segment_bytes": segment, "algbw": b.gbps(nbytes, t)})
+        b.out(f"{segment:>10} {rows[-1]['algbw']:>8.2f}")
+    b.comm.segment_bytes = saved
+    return rows
+
+
+def in_flight_together(b: Bench, nbytes: int = 16 * MB, parts: int = 8) -> dict:
+    """Non-blocking Allreduces on the parts of a buffer, all in flight together or
+    one after the other: why dpnb's pipeline keeps one collective in flight."""
+    MPI = b.MPI
+    comm = b.world.Dup()  # as dpnb's communicator: a duplicate of COMM_WORLD
+    chunks = np.array_split(np.ones(nbytes // 4, np.float32), parts)
+
+    def together():
+        MPI.Request.Waitall([comm.Iallreduce(MPI.IN_PLACE, c, op=MPI.SUM) for c in chunks])
+
+    def in_turn():
+        for c in chunks:
+            comm.Iallreduce(MPI.IN_PLACE, c, op=MPI.SUM).Wait()
+
+    t = b.times({"together": together, "in_turn": in_turn}, 20)
+    result = {"bytes": nbytes, "parts": parts, "together_s": t["together"],
+              "in_turn_s": t["in_turn"]}
+    comm.Free()
+    b.out(f"\n## {parts} Iallreduce of {nbytes // MB // parts} MB: all in flight "
+          f"{b.gbps(nbytes, result['together_s']):.2f} GB/s, one after the other "
+          f"{b.gbps(nbytes, result['in_turn_s']):.2f} GB/s")
+    return result
+
+
+def gradient_list(b: Bench, shapes: list, label: str) -> dict:
+    """Flat-storage gradients and the same list as separate arrays, against references."""
+    import dpnb as nn
+
+    nn.clear_parameters()
+    with nn.parameter_scope(label):
+        params = [nn.get_parameter_or_create(f"p{i}", s) for i, s in enumerate(shapes)]
+    for p in params:
+        p.g = np.ones(p.shape, np.float32)
+    grads = [p.grad for p in params]
+    arrays = [np.ones(s, np.float32) for s in shapes]
+    nbytes = sum(a.nbytes for a in arrays)
+    reps = reps_for(nbytes)
+    MPI = b.MPI
+    t = b.times({"flat": lambda: b.comm.all_reduce(grads, division=True),
+                 "list": lambda: b.comm.all_reduce(arrays, division=True),
+                 "raw": b.raw(nbytes), "memcpy": b.memcpy(nbytes),
+                 "per_tensor": lambda: [b.world.Allreduce(MPI.IN_PLACE, a, op=MPI.SUM)
+                                        for a in arrays]}, reps)
+    flat_t, list_t, raw_t, copy_t, per_t = (t["flat"], t["list"], t["raw"], t["memcpy"],
+                                            t["per_tensor"])
+    result = {"tensors": len(shapes), "bytes": nbytes, "flat_storage_s": flat_t,
+              "separate_arrays_s": list_t, "raw_one_buffer_s": raw_t, "memcpy_s": copy_t,
+              "raw_per_tensor_s": per_t}
+    b.out(f"\n## {label}: {len(shapes)} tensors, {nbytes / MB:.1f} MB")
+    b.out(f"{'':<28} {'time ms':>9} {'algbw':>7} {'busbw':>7} {'vs raw':>7} {'vs memcpy':>9}")
+    for name, t in (("dpnb flat-storage grads", flat_t), ("dpnb separate arrays", list_t),
+                    ("raw Allreduce, one buffer", raw_t), ("raw Allreduce per tensor", per_t),
+                    ("memcpy (np.copyto)", copy_t)):
+        algbw = b.gbps(nbytes, t)
+        b.out(f"{name:<28} {t * 1e3:>9.3f} {algbw:>7.2f} {b.busbw(algbw):>7.2f} "
+              f"{raw_t / t:>7.2f} {copy_t / t:>9.2f}")
+    nn.clear_parameters()
+    return result
+
+
+def agreement_overhead(b: Bench, nbytes: int = MB, reps: int = 300) -> dict:
+    """all_reduce of one 1 MB array with the agreement check on and off, interleaved."""
+    array = np.ones(nbytes // 4, np.float32)
+
+    def with_check(flag: bool):
+        def run():
+            b.comm.check_agreement = flag
+            b.comm.all_reduce(array)
+        return run
+
+    t = b.times({"on": with_check(True), "off": with_check(False)}, reps)
+    b.comm.check_agreement = True
+    result = {"bytes": nbytes, "check_on_s": t["on"], "check_off_s": t["off"]}
+    result["overhead"] = result["check_on_s"] / result["check_off_s"] - 1
+    b.out(f"\n## agreement check at {nbytes // 1024} KB: on {result['check_on_s'] * 1e6:.1f} us, "
+          f"off {result['check_off_s'] * 1e6:.1f} us, overhead {100 * result['overhead']:.1f} %")
+    return result
+
+
+def staging_memory(b: Bench, calls: int = 10_000) -> dict:
+    """Staging memory and process size over many calls on the packing path."""
+    arrays = [np.ones(s, np.float32) for s in [(300,), (64, 64), (7, 11), (1000,)] * 4]
+    b.comm.all_reduce(arrays)
+    rss0, staging0 = _rss_bytes(), b.comm.staging_bytes
+    for _ in range(calls):
+        b.comm.all_reduce(arrays, division=True)
+    result = {"calls": calls, "staging_bytes_before": staging0,
+              "staging_bytes_after": b.comm.staging_bytes, "bucket_bytes": b.comm.bucket_bytes,
+              "rss_growth_bytes": _rss_bytes() - rss0}
+    b.out(f"\n## staging over {calls} calls: staging {staging0} -> {b.comm.staging_bytes} bytes "
+          f"(bucket {b.comm.bucket_bytes}), process growth {result['rss_growth_bytes']} bytes")
+    return result
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def targets(results: dict) -> dict:
+    resnet, small = results["resnet34"], results["small_1000x1KB"]
+    checks = {
+        "flat >= 1.5x raw": resnet["raw_one_buffer_s"] / resnet["flat_storage_s"],
+        "flat >= 0.8x memcpy": resnet["memcpy_s"] / resnet["flat_storage_s"],
+        "separate arrays >= 1.0x raw": resnet["raw_one_buffer_s"] / resnet["separate_arrays_s"],
+        "1000x1KB flat >= 10x per-tensor": small["raw_per_tensor_s"] / small["flat_storage_s"],
+        "1000x1KB separate >= 10x per-tensor":
+            small["raw_per_tensor_s"] / small["separate_arrays_s"],
+        "agreement overhead <= 5%": results["agreement"]["overhead"],
+    }
+    limits = {"flat >= 1.5x raw": 1.5, "flat >= 0.8x memcpy": 0.8,
+              "separate arrays >= 1.0x raw": 1.0, "1000x1KB flat >= 10x per-tensor": 10,
+              "1000x1KB separate >= 10x per-tensor": 10}
+    out = {}
+    for name, value in checks.items():
+        met = value <= 0.05 if name.startswith("agreement") else value >= limits[name]
+        out[name] = {"value": value, "met": bool(met)}
+    staging = results["staging"]
+    out["staging bounded, no growth"] = {
+        "value": staging["staging_bytes_after"],
+        "met": staging["staging_bytes_after"] == staging["staging_bytes_before"]
+        and staging["rss_growth_bytes"] < 4 * MB}
+    return out
+
+
+def main() -> None:
+    import dpnb as nn
+    import dpnb.communicators as C
+
+    comm = C.MultiProcessCommunicator(nn.Context())
+    comm.init()
+    b = Bench(comm)
+    b.out(f"# dpnb all_reduce benchmark: {b.n} ranks on {os.cpu_count()} CPUs (load average "
+          f"{os.getloadavg()[0]:.2f}), segment {comm.segment_bytes} B, "
+          f"bucket {comm.bucket_bytes} B")
+    results = {"ranks": b.n, "segment_bytes": comm.segment_bytes, "bucket_bytes": comm.bucket_bytes,
+               "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg()}
+    results["size_sweep"] = size_sweep(b)
+    results["segment_sweep"] = segment_sweep(b)
+    results["in_flight_together"] = in_flight_together(b)
+    results["resnet34"] = gradient_list(b, resnet34_shapes(), "resnet34")
+    results["small_1000x1KB"] = gradient_list(b, [(256,)] * 1000, "small_1000x1KB")
+    results["agreement"] = agreement_overhead(b)
+    results["staging"] = staging_memory(b)
+    results["load_average_at_end"] = os.getloadavg()
+    results["targets"] = targets(results)
+    b.out("\n## targets")
+    for name, t in results["targets"].items():
+        b.out(f"{name:<38} {t['value']:>10.3f}  {'met' if t['met'] else 'NOT met'}")
+    if b.rank == 0:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+
+
+def launch(ranks: int) -> int:
+    """Start this script on ``ranks`` MPI processes."""
+    from dpnb.communicators import find_mpiexec
+
+    env = dict(os.environ, **{CHILD_FLAG: "1"})
+    return subprocess.call([find_mpiexec(), "-n", str(ranks), sys.executable, __file__], env=env)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, default=2, help="ranks to start (default 2)")
+    args = parser.parse_args()
+    under_mpi = any(name in os.environ for name in (CHILD_FLAG, "PMI_RANK", "OMPI_COMM_WORLD_SIZE"))
+    sys.exit(main() if under_mpi else launch(args.ranks))

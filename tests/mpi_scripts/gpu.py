@@ -1,0 +1,81 @@
+"""Run under mpiexec with one rank per GPU: the NCCL path (CuPy arrays, GPU flat
+storage, all_reduce_callback) and the host-staged MPI path (a list mixing host
+and GPU arrays), against NumPy references."""
+from __future__ import annotations
+
+import cupy
+import numpy as np
+from rankcheck import Checks, guarded, rank_data
+
+import dpnb as nn
+import dpnb.communicators as C
+import dpnb.functions as F
+from dpnb.ext_utils import get_extension_context
+
+SHAPES = [(3, 4), (70000,), (5,)]
+
+
+def main() -> None:
+    ctx = get_extension_context("cudnn")
+    comm = C.MultiProcessCommunicator(ctx)
+    comm.init()
+    n, r = comm.size, comm.rank
+    ok = Checks(r)
+    ok.true(comm._nccl is not None, "NCCL is not available to CuPy here")
+    ctx = get_extension_context("cudnn", device_id=comm.ctx.device_id)
+    for dtype in (np.float32, np.float64):
+        for division in (False, True):
+            data = [[rank_data(k, i, s, dtype) for i, s in enumerate(SHAPES)] for k in range(n)]
+            mine = [cupy.asarray(a) for a in data[r]]
+            comm.all_reduce(mine, division=division)
+            for i, got in enumerate(mine):
+                exp = sum(data[k][i] for k in range(n))
+                exp = (exp / n).astype(dtype) if division else exp
+                ok.close(cupy.asnumpy(got), exp, f"NCCL all_reduce {np.dtype(dtype)} "
+                                                  f"division={division} array {i}")
+            mine = [cupy.asarray(a) for a in data[r]]
+            comm.bcast(mine, src=n - 1)
+            for i, got in enumerate(mine):
+                ok.close(cupy.asnumpy(got), data[n - 1][i], f"NCCL bcast array {i}")
+            mine = [cupy.asarray(a) for a in data[r]]
+            comm.reduce(mine, dst=0, division=division)
+            if r == 0:
+                exp = sum(data[k][0] for k in range(n))
+                exp = (exp / n).astype(dtype) if division else exp
+                ok.close(cupy.asnumpy(mine[0]), exp, "NCCL reduce at the root")
+    mixed = [rank_data(r, 20, (6,), np.float32), cupy.asarray(rank_data(r, 21, (7,), np.float32))]
+    comm.all_reduce(mixed, division=True)
+    ok.close(mixed[0], sum(rank_data(k, 20, (6,), np.float32) for k in range(n)) / np.float32(n),
+             "host-staged host array")
+    ok.close(cupy.asnumpy(mixed[1]),
+             sum(rank_data(k, 21, (7,), np.float32) for k in range(n)) / np.float32(n),
+             "host-staged GPU array")
+    with nn.context_scope(ctx):
+        params = [nn.get_parameter_or_create(f"w{i}", (8, 16),
+                                             initializer=np.full((8, 16), 0.1 * (i + 1)))
+                  for i in range(4)]
+        x = nn.Variable.from_numpy_array(rank_data(r, 30, (8, 16), np.float32))
+        h = x
+        for w in params:
+            h = F.tanh(h * w)
+        loss = F.mean(h * h)
+        loss.forward()
+        for p in params:
+            p.grad.zero()
+        loss.backward()
+        before = comm.collectives_issued
+        comm.all_reduce([p.grad for p in params], division=True)
+        ok.true(comm.collectives_issued - before == 1, "GPU flat storage took more than one call")
+        expected = [cupy.asnumpy(p.g) for p in params]
+        for p in params:
+            p.grad.zero()
+        loss.backward(communicator_callbacks=comm.all_reduce_callback(
+            [p.grad for p in params], 8 * 16, division=True))
+        for i, p in enumerate(params):
+            ok.close(cupy.asnumpy(p.g), expected[i], f"NCCL all_reduce_callback gradient {i}")
+    comm.barrier()
+    ok.finish()
+
+
+if __name__ == "__main__":
+    guarded(main)

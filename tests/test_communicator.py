@@ -1,0 +1,110 @@
+"""The MPI communicator, tested across real processes: each test starts one
+mpiexec run of a script from tests/mpi_scripts, whose ranks compare every
+result with a NumPy reference and exit non-zero with a message on failure."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import dpnb as nn
+import dpnb.communicators as C
+from dpnb.errors import DpnbError
+from conftest import requires_gpu
+
+SCRIPTS = Path(__file__).parent / "mpi_scripts"
+
+
+def run_ranks(n: int, script: str, *args: str, timeout: float = 60,
+              exit_status: bool = True) -> str:
+    """Run ``script`` on ``n`` MPI ranks; returns the output, failing on a non-zero exit
+    unless ``exit_status`` is False."""
+    mpiexec = C.find_mpiexec()
+    env = dict(os.environ, DPNB_COMM_TIMEOUT="30", OMP_NUM_THREADS="1")
+    result = subprocess.run([mpiexec, "-n", str(n), sys.executable, str(SCRIPTS / script), *args],
+                            capture_output=True, text=True, timeout=timeout, env=env)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0 or not exit_status, \
+        f"mpiexec exited with {result.returncode}:\n{output}"
+    return output
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_collectives_against_numpy(n):
+    output = run_ranks(n, "collectives.py")
+    for r in range(n):
+        assert f"RANK {r} OK" in output, output
+
+
+@pytest.mark.parametrize("mode,check", [("timeout", "check"), ("timeout", "nocheck"),
+                                        ("interrupt", "check"), ("interrupt", "nocheck")])
+def test_waiting_rank_fails_cleanly(mode, check):
+    """The last rank never joins: the others raise promptly and the communicator stays broken.
+
+    Their collectives stay pending, so they end without MPI_Finalize and mpiexec
+    kills the absent rank: the ranks' own reports decide, not the exit status."""
+    n = 3
+    output = run_ranks(n, "broken.py", mode, check, exit_status=False)
+    assert "FAIL" not in output and "Traceback" not in output, output
+    for r in range(n - 1):
+        assert f"RANK {r} OK" in output, output
+
+
+@requires_gpu
+def test_nccl_against_numpy():
+    """One rank per GPU (one rank where there is one GPU) through NCCL."""
+    import cupy
+
+    n = min(2, cupy.cuda.runtime.getDeviceCount())
+    output = run_ranks(n, "gpu.py", timeout=120)
+    for r in range(n):
+        assert f"RANK {r} OK" in output, output
+
+
+def test_not_initialised():
+    comm = C.MultiProcessCommunicator(nn.Context())
+    for use in (lambda: comm.size, lambda: comm.rank, lambda: comm.all_reduce([]),
+                lambda: comm.list_groups()):
+        with pytest.raises(DpnbError, match=r"call comm.init\(\) first"):
+            use()
+
+
+def test_alias_and_defaults(monkeypatch):
+    assert C.MultiProcessDataParallelCommunicator is C.MultiProcessCommunicator
+    comm = C.MultiProcessCommunicator()
+    assert comm.timeout == 600 and comm.check_agreement
+    assert comm.ctx is nn.get_current_context()
+    monkeypatch.setenv("DPNB_COMM_TIMEOUT", "2.5")
+    monkeypatch.setenv("DPNB_COMM_CHECK", "0")
+    monkeypatch.setenv("DPNB_COMM_BUCKET_BYTES", "1024")
+    comm = C.MultiProcessCommunicator()
+    assert (comm.timeout, comm.check_agreement, comm.bucket_bytes) == (2.5, False, 1024)
+    with pytest.raises(DpnbError, match="comm.timeout must be a positive number"):
+        comm.timeout = 0
+
+
+@pytest.mark.parametrize("name,value,message", [
+    ("DPNB_COMM_TIMEOUT", "soon", "DPNB_COMM_TIMEOUT must be a positive number"),
+    ("DPNB_COMM_TIMEOUT", "0", "DPNB_COMM_TIMEOUT must be a positive number"),
+    ("DPNB_COMM_CHECK", "maybe", "DPNB_COMM_CHECK must be 1 or 0"),
+    ("DPNB_COMM_SEGMENT_BYTES", "-4", "DPNB_COMM_SEGMENT_BYTES must be a positive number"),
+])
+def test_bad_environment(monkeypatch, name, value, message):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(DpnbError, match=message):
+        C.MultiProcessCommunicator()
+
+
+def test_find_mpiexec(monkeypatch, tmp_path):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    monkeypatch.setattr(sys, "executable", str(fake / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(DpnbError, match=r"pip install 'dpnb\[mpich\]'"):
+        C.find_mpiexec()
+    (fake / "mpiexec").write_text("#!/bin/sh\n")
+    (fake / "mpiexec").chmod(0o755)
+    assert C.find_mpiexec() == str(fake / "mpiexec")
