@@ -17,3 +17,16 @@ __all__ = [
     "get_parameters", "load_parameters", "parameter_scope", "save_parameters", "set_parameter",
     "seed",
 ]
+
+# The cluster and notebook helpers load on first use, so that `import dpnb` stays light.
+_LAZY = {"start": "dpnb.cluster", "Cluster": "dpnb.cluster", "gather": "dpnb.notebook",
+         "gather_grads": "dpnb.notebook", "compare": "dpnb.notebook",
+         "check_sync": "dpnb.notebook", "load_ipython_extension": "dpnb.notebook"}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'dpnb' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_LAZY[name]), name)

@@ -1,0 +1,6 @@
+"""Clusters of MPI engines for notebooks: ``dpnb.start()`` / ``dpnb.Cluster``."""
+from .checks import Check, all_checks, require_mpi
+from .launcher import ENGINE_CMD, Cluster, current, default_n, start
+
+__all__ = ["Check", "Cluster", "ENGINE_CMD", "all_checks", "current", "default_n", "require_mpi",
+           "start"]

@@ -1,0 +1,53 @@
+"""The IPython profile "mpi": ipcluster (and JupyterLab's cluster panel) start MPI
+engines through ``python -m dpnb.engine``, so the seed's ``ipp.Client(profile="mpi")``
+works after ``ipcluster start --profile=mpi -n 2``."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import DpnbError
+
+NAME = "mpi"
+CONFIG_FILE = "ipcluster_config.py"
+CONFIG_TEXT = '''\
+"""ipcluster configuration of the IPython profile "mpi" (installed by `dpnb profile install`).
+
+Engines are started by mpiexec, one per MPI rank, through dpnb's engine entry
+point, so that engine ids equal ranks.  The controller listens on 127.0.0.1;
+see dpnb's README before opening it to other hosts."""
+from dpnb.cluster.profile import configure
+
+configure(get_config())  # noqa: F821 - get_config is provided by IPython's config loader
+'''
+
+
+def configure(c) -> None:
+    """Fill an ipcluster config ``c``: MPI engines through the dpnb entry point."""
+    from ..communicators.mpiexec import find_mpiexec
+    from .launcher import ENGINE_CMD
+
+    c.Cluster.engine_launcher_class = "mpi"
+    c.MPIEngineSetLauncher.mpi_cmd = [find_mpiexec()]
+    c.EngineLauncher.engine_cmd = list(ENGINE_CMD)
+
+
+def profile_dir(ipython_dir: str | os.PathLike | None = None) -> Path:
+    """Where the profile lives: ``$IPYTHONDIR/profile_mpi`` (IPython's default directory)."""
+    if ipython_dir is None:
+        from IPython.paths import get_ipython_dir
+        ipython_dir = get_ipython_dir()
+    return Path(ipython_dir) / f"profile_{NAME}"
+
+
+def install(ipython_dir: str | os.PathLike | None = None, force: bool = False) -> Path:
+    """Write the profile's ipcluster config; a different existing one only with ``force``."""
+    target = profile_dir(ipython_dir) / CONFIG_FILE
+    if target.exists() and target.read_text() != CONFIG_TEXT and not force:
+        raise DpnbError(f"{target} exists and differs from dpnb's profile; keep it, or replace "
+                        "it with `dpnb profile install --force`")
+    for sub in ("", "security", "log", "pid", "startup"):
+        (target.parent / sub).mkdir(parents=True, exist_ok=True)
+    (target.parent / "security").chmod(0o700)
+    target.write_text(CONFIG_TEXT)
+    return target

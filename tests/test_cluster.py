@@ -1,0 +1,382 @@
+"""Real clusters of 2 MPI engines on CPU: start, topology, %%px, the tutorial's
+all_reduce on the engines, inspection, restart, an engine dying mid-cell,
+failures, security defaults, stop and interpreter exit leaving no process."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+import dpnb
+from dpnb.cluster import Cluster
+from dpnb.cluster.launcher import _process_tree
+from dpnb.errors import DpnbError
+from dpnb.notebook import ProgressMonitor, check_sync, compare, gather, gather_grads
+
+
+TIMEOUT = 60
+
+
+def run(view, code: str, timeout: float = TIMEOUT):
+    """Execute ``code`` on every engine, failing instead of hanging."""
+    return view.execute(textwrap.dedent(code), block=False).get(timeout=timeout)
+
+
+def alive(pids) -> list[int]:
+    """The pids among ``pids`` that still run (zombies count as gone)."""
+    running = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                running.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return running
+
+
+def wait_gone(pids, timeout: float = 15) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return alive(pids)
+
+
+@pytest.fixture(scope="module")
+def ipython_dir(tmp_path_factory):
+    """A private IPYTHONDIR, so tests never touch ~/.ipython."""
+    path = tmp_path_factory.mktemp("ipython")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("IPYTHONDIR", str(path))
+        yield path
+
+
+@pytest.fixture(scope="module")
+def cluster(ipython_dir):
+    """One 2-engine cluster shared by the tests of this module."""
+    c = Cluster(2, timeout=TIMEOUT, progress=False)
+    c.start()
+    pids = list(c.pids)
+    yield c
+    c.stop()
+    assert wait_gone(pids) == []
+
+
+def test_start_topology_and_ids(cluster):
+    assert cluster.running and sorted(cluster.client.ids) == [0, 1]
+    assert cluster.view.targets == [0, 1] and cluster.view.block is True
+    table = cluster.topology()
+    assert [row[0] for row in table.rows] == [0, 1]            # ranks
+    assert [row[1] for row in table.rows] == [0, 1]            # engine ids equal ranks
+    assert all(row[5] == "cpu" for row in table.rows)
+    engine_pids = [row[3] for row in table.rows]
+    assert set(engine_pids) <= set(cluster.pids) and alive(engine_pids) == engine_pids
+    assert "engine id" in str(table) and "<table>" in table._repr_html_()
+
+
+def test_engine_namespace_and_threads(cluster):
+    assert cluster.view.pull(["rank", "size", "local_rank"]) == [[0, 2, 0], [1, 2, 1]]
+    expected = str(max(1, len(os.sched_getaffinity(0)) // 2))
+    assert gather("__import__('os').environ['OMP_NUM_THREADS']") == {0: expected, 1: expected}
+
+
+def test_px_magic_through_ipython(cluster, capsys):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    cluster.view.activate()
+    result = shell.run_cell("%%px\nprint('hello from', rank, 'of', size)")
+    assert result.success
+    out = capsys.readouterr().out
+    assert "hello from 0 of 2" in out and "hello from 1 of 2" in out
+    shell.run_line_magic("load_ext", "dpnb")
+    assert shell.run_line_magic("dpnb", "status").rows[1][:2] == [1, 1]
+    shell.run_line_magic("dpnb", "help")
+    assert "%dpnb start" in capsys.readouterr().out
+
+
+def test_gather(cluster):
+    ranks = gather("rank")
+    assert ranks == {0: 0, 1: 1}
+    run(cluster.view, "import numpy as np; a = np.arange(10.0) * (rank + 1)")
+    arrays = gather("a")
+    np.testing.assert_array_equal(arrays[1], 2 * np.arange(10.0))
+    text = repr(arrays)
+    assert "float64(10,)" in text and f"norm={np.linalg.norm(np.arange(10.0)):.6g}" in text
+    assert "<table>" in arrays._repr_html_()
+    assert gather("{'double': a * 2}")[0]["double"][1] == 2.0
+
+
+TUTORIAL = """
+import dpnb as nn
+import dpnb.communicators as C
+from dpnb.ext_utils import get_extension_context
+import dpnb.functions as F
+from dpnb.initializer import calc_uniform_lim_glorot, UniformInitializer
+import dpnb.parametric_functions as PF
+import dpnb.solvers as S
+import numpy as np
+
+nn.clear_parameters()
+extension_module = "cpu"
+ctx = get_extension_context(extension_module)
+comm = C.MultiProcessCommunicator(ctx)
+comm.init()
+n_devices = comm.size
+mpi_rank = comm.rank
+device_id = mpi_rank
+ctx = get_extension_context(extension_module, device_id=device_id)
+
+n_class = 2
+b, c, h, w = 4, 1, 32, 32
+x_data = np.random.rand(b, c, h, w)
+y_data = np.random.choice(n_class, b).reshape((b, 1))
+x = nn.Variable(x_data.shape)
+y = nn.Variable(y_data.shape)
+x.d = x_data
+y.d = y_data
+C = 1
+kernel = (3, 3)
+pad = (1, 1)
+stride = (1, 1)
+rng = np.random.RandomState(0)
+w_init = UniformInitializer(calc_uniform_lim_glorot(C, C/2, kernel=(1, 1)), rng=rng)
+with nn.context_scope(ctx):
+    h = PF.convolution(x, C, kernel, pad, stride, w_init=w_init)
+    pred = PF.affine(h, n_class, w_init=w_init)
+    loss = F.mean(F.softmax_cross_entropy(pred, y))
+solver = S.Adam()
+solver.set_parameters(nn.get_parameters())
+loss.forward()
+solver.zero_grad()
+loss.backward()
+"""
+
+
+def test_tutorial_all_reduce_on_engines(cluster):
+    run(cluster.view, TUTORIAL)
+    assert gather("(n_devices, mpi_rank)") == {0: (2, 0), 1: (2, 1)}
+    before = gather_grads()
+    assert list(before[0]) == ["conv/W", "conv/b", "affine/W", "affine/b"]
+    first = compare(before)
+    assert not first.agree()                                   # different data, different grads
+    run(cluster.view, "comm.all_reduce([x.grad for x in nn.get_parameters().values()], "
+                      "division=True)")
+    after = gather_grads()
+    for name in before[0]:
+        mean = (before[0][name].astype(np.float64) + before[1][name]) / 2
+        np.testing.assert_allclose(after[0][name], mean, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(after[0][name], after[1][name])
+    result = compare(before, after)
+    assert not result.agree("before") and result.agree("after")
+    assert [r.name for r in result.rows if r.stage == "after"] == list(before[0])
+    text = repr(result)
+    assert "max |diff|" in text and "NO" in text and "yes" in text
+    run(cluster.view, "solver.update()")
+    report = check_sync()
+    assert report.in_sync and report.checked == 4 and "yes" in repr(report)
+
+
+def test_check_sync_pulls_only_differing(cluster):
+    run(cluster.view, """
+        import dpnb as nn
+        nn.clear_parameters()
+        with nn.parameter_scope("net"):
+            same = nn.get_parameter_or_create("same", (3,), np.ones(3))
+            other = nn.get_parameter_or_create("other", (2, 2), np.full((2, 2), 1.0 + rank))
+    """)
+    report = check_sync()
+    assert not report.in_sync and report.checked == 2
+    assert list(report.differing) == ["net/other"]
+    np.testing.assert_array_equal(report.differing["net/other"][1], np.full((2, 2), 2.0))
+    assert "1 of 2 parameters differ" in repr(report)
+
+
+def test_progress_reaches_the_notebook(cluster):
+    monitor = ProgressMonitor(cluster.client, interval=0.05, display=False)
+    monitor.start()
+    try:
+        run(cluster.view, """
+            import time
+            from dpnb.notebook import report
+            for step in range(1, 9):
+                time.sleep(0.05)
+                report(step, 8, loss=1.0 / (step + rank))
+        """)
+        deadline = time.monotonic() + 10
+        while not monitor.runs and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        monitor.stop()
+    assert len(monitor.runs) == 1
+    run_ = monitor.runs[0]
+    assert run_.total == 8 and run_.steps == {0: 8, 1: 8}
+    assert run_.losses[1][-1] == (8, pytest.approx(1.0 / 9))
+
+
+def test_security_defaults(cluster):
+    security = os.path.join(cluster.ipp.profile_dir, "security")
+    assert stat.S_IMODE(os.stat(security).st_mode) == 0o700
+    files = os.listdir(security)
+    assert len([f for f in files if f.startswith("ipcontroller-")]) == 2
+    for f in files:
+        assert stat.S_IMODE(os.stat(os.path.join(security, f)).st_mode) == 0o600
+    listening = set()
+    for p in _process_tree(cluster.ipp.controller.pid):
+        listening |= {c.laddr.ip for c in p.net_connections("tcp") if c.status == "LISTEN"}
+    assert listening == {"127.0.0.1"}
+
+
+def test_listening_elsewhere_is_explicit(ipython_dir):
+    ipp_cluster = Cluster(2, ip="*", curve=True)._make_ipp_cluster()
+    assert ipp_cluster.controller_ip == "*"
+    assert "--IPController.enable_curve=True" in ipp_cluster.controller_args
+    assert Cluster(2)._make_ipp_cluster().controller_ip == ""   # ipyparallel's 127.0.0.1
+
+
+def test_other_launchers_and_mpiexec_options_pass_through(ipython_dir):
+    from ipyparallel.cluster.launcher import SSHEngineSetLauncher
+
+    ssh = Cluster(2, engines="ssh", env={"A": "1"})._make_ipp_cluster()
+    assert ssh.engine_launcher_class is SSHEngineSetLauncher
+    assert ssh.config.EngineLauncher.engine_cmd == [sys.executable, "-m", "dpnb.engine"]
+    assert ssh.config.EngineLauncher.environment == {"A": "1"}
+    mpi = Cluster(2, mpi_args=["-f", "hosts"])._make_ipp_cluster()
+    assert mpi.config.MPIEngineSetLauncher.mpi_args == ["-f", "hosts"]
+    assert mpi.config.MPIEngineSetLauncher.mpi_cmd[0].endswith("mpiexec")
+
+
+def test_restart_gives_fresh_engines(cluster):
+    run(cluster.view, "leftover = 1")
+    old = list(cluster.pids)
+    cluster.restart()
+    assert sorted(cluster.client.ids) == [0, 1] and cluster.view.targets == [0, 1]
+    assert cluster.view.pull("rank") == [0, 1]
+    assert gather("'leftover' in globals()") == {0: False, 1: False}
+    engine_pids = [row[3] for row in cluster.topology().rows]
+    assert not set(engine_pids) & set(old)
+
+
+def test_engine_dying_mid_cell_raises_and_restart_recovers(cluster, capsys):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()                        # %%px, as a notebook runs it
+    assert shell.magics_manager.registry["ParallelMagics"].view is cluster.view
+    victim = cluster.topology().rows[1][3]
+    threading.Timer(1.0, os.kill, (victim, signal.SIGKILL)).start()
+    start = time.monotonic()
+    result = shell.run_cell("%%px\nimport time\ntime.sleep(60)")
+    assert time.monotonic() - start < 15
+    assert not result.success
+    assert re.search(r"Engine [01] died", str(result.error_in_exec.original_error.elist))
+    assert re.search(r"Engine [01] died while running task", capsys.readouterr().err)
+    cluster.restart()
+    assert gather("40 + 2") == {0: 42, 1: 42}
+
+
+def test_stop_leaves_no_process(cluster):
+    pids = list(cluster.pids)
+    assert len(alive(pids)) >= 5                               # controller, mpiexec, 2 engines...
+    cluster.stop()
+    cluster.stop()                                             # idempotent
+    assert not cluster.running
+    assert wait_gone(pids) == []
+    with pytest.raises(DpnbError, match="not running"):
+        cluster.topology()
+
+
+def test_missing_mpiexec_fails_before_starting(ipython_dir, monkeypatch):
+    import dpnb.communicators.mpiexec as mpiexec
+
+    def missing():
+        raise DpnbError("mpiexec was found neither beside python nor on PATH")
+
+    monkeypatch.setattr(mpiexec, "find_mpiexec", missing)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    cluster = Cluster(2, timeout=10)
+    with pytest.raises(DpnbError, match=r"mpiexec.*fix: pip install 'dpnb\[mpich\]'"):
+        cluster.start()
+    assert cluster.ipp is None
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+
+
+def test_engines_failing_to_start_report_their_log(ipython_dir):
+    cluster = Cluster(2, timeout=20, mpi_args=["-no-such-mpiexec-option"],
+                      cluster_id="dpnb-failing")
+    start = time.monotonic()
+    with pytest.raises(DpnbError, match=r"(?s)engines did not start.*engine log.*no-such"):
+        cluster.start()
+    assert time.monotonic() - start < 15                      # mpiexec's exit is noticed
+    assert not cluster.running and cluster.ipp is None
+    leftovers = []
+    for p in psutil.process_iter(["cmdline"]):
+        if any("dpnb-failing" in part for part in (p.info["cmdline"] or [])):
+            leftovers.append(p.pid)
+    assert wait_gone(leftovers) == []
+
+
+def test_interpreter_exit_stops_the_cluster(ipython_dir):
+    script = textwrap.dedent("""
+        import dpnb
+        cluster = dpnb.start(2, timeout=60)
+        print(" ".join(map(str, cluster.pids)), flush=True)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    pids = [int(p) for p in out.stdout.split()]
+    assert len(pids) >= 5
+    assert out.stderr == ""                                    # quiet start and stop
+    assert wait_gone(pids) == []
+
+
+def test_profile_with_ipcluster(tmp_path):
+    from dpnb.cluster.profile import install
+
+    ipython_dir = tmp_path / "ipython"
+    install(ipython_dir)
+    env = dict(os.environ, IPYTHONDIR=str(ipython_dir))
+    ipcluster = os.path.join(os.path.dirname(sys.executable), "ipcluster")
+    server = subprocess.Popen([ipcluster, "start", "--profile=mpi", "-n", "2"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client_code = textwrap.dedent("""
+        import ipyparallel as ipp
+        rc = ipp.Client(profile="mpi", timeout=60)  # waits for ipcluster's connection file
+        rc.wait_for_engines(2, timeout=60)
+        print(sorted(rc.ids), rc[:].apply_sync(lambda: (rank, size)))
+        rc.close()
+    """)
+    try:
+        out = subprocess.run([sys.executable, "-c", client_code], env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip().splitlines()[-1] == "[0, 1] [(0, 2), (1, 2)]"
+        pids = [p.pid for p in _process_tree(server.pid)]
+        subprocess.run([ipcluster, "stop", "--profile=mpi"], env=env, timeout=60,
+                       capture_output=True)
+        server.wait(timeout=60)
+        assert wait_gone(pids) == []
+    finally:
+        if server.poll() is None:
+            for p in reversed(_process_tree(server.pid)):
+                p.kill()
+            server.wait(timeout=30)
+
+
+def test_top_level_names_are_lazy():
+    code = ("import sys, dpnb; assert 'ipyparallel' not in sys.modules; "
+            "assert dpnb.start and dpnb.Cluster and dpnb.gather and dpnb.check_sync; "
+            "print(dpnb.Cluster.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "dpnb.cluster.launcher"
+    assert dpnb.load_ipython_extension.__module__ == "dpnb.notebook.magics"

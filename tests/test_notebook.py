@@ -1,0 +1,151 @@
+"""Notebook helpers without a cluster: summaries, comparison, sync reports, plots,
+the progress monitor's bookkeeping and the %dpnb magic's parsing."""
+import numpy as np
+import pytest
+
+from dpnb.errors import DpnbError
+from dpnb.notebook import PerRank, ProgressMonitor, compare, plot_grads, plot_losses
+from dpnb.notebook.inspect import SyncReport, max_rank_difference, summarize
+from dpnb.notebook.progress import KEY
+from dpnb.notebook.table import Table
+
+
+def test_table_text_and_html():
+    table = Table(["a", "long name"], [[1, "<x>"], [22, "y"]], title="t")
+    assert str(table).splitlines() == ["t", "a   long name", "--  ---------", "1   <x>", "22  y"]
+    html = table._repr_html_()
+    assert "<td>&lt;x&gt;</td>" in html and "<caption>t</caption>" in html
+
+
+def test_summarize_arrays_and_values():
+    text = summarize(np.array([3.0, 4.0, 0.0, 0.0, 1.0], dtype=np.float32))
+    assert text.startswith("float32(5,) norm=5.09902 [3., 4., 0., 0.")
+    assert text.endswith(", ...]")
+    assert summarize(np.float64(2.5) * np.ones(1)) == "float64(1,) [2.5]"
+    assert summarize(7) == "7" and len(summarize("x" * 200)) == 80
+
+
+def test_per_rank_repr():
+    gathered = PerRank({0: {"w": np.ones(3)}, 1: {"w": np.zeros(3)}}, title="grads")
+    text = repr(gathered)
+    assert "rank  name  value" in text and "norm=1.73205" in text and "norm=0 " in text
+    assert gathered[1]["w"].sum() == 0 and "<table>" in gathered._repr_html_()
+    assert "rank  value" in repr(PerRank({0: 1, 1: 2}))
+
+
+def test_max_rank_difference():
+    assert max_rank_difference([np.ones(3), np.ones(3)]) == 0.0
+    assert max_rank_difference([np.ones(3), np.array([1.0, 3.0, 0.5]), np.ones(3)]) == 2.0
+    assert max_rank_difference([np.ones(3), np.ones(4)]) == float("inf")
+
+
+def test_compare_before_and_after():
+    before = {0: {"w": np.array([1.0, 2.0]), "b": np.array([0.5])},
+              1: {"w": np.array([3.0, 2.0]), "b": np.array([0.5])}}
+    after = {r: {"w": np.array([2.0, 2.0]), "b": np.array([0.5])} for r in (0, 1)}
+    result = compare(before, after)
+    assert [(r.stage, r.name) for r in result.rows] == [
+        ("before", "w"), ("before", "b"), ("after", "w"), ("after", "b")]
+    w_before = result.rows[0]
+    assert w_before.max_difference == 2.0 and not w_before.agree
+    assert w_before.norms == pytest.approx([np.sqrt(5), np.sqrt(13)])
+    assert result.rows[1].agree
+    assert not result.agree("before") and result.agree("after") and result.agree()
+    assert "ranks agree" in repr(result) and "NO" in repr(result)
+    assert compare(before, atol=2.0).agree()
+    single = compare({0: np.ones(2), 1: np.ones(2)})
+    assert single.rows[0].name == "value" and single.agree()
+
+
+def test_compare_missing_parameter():
+    result = compare({0: {"w": np.ones(1)}, 1: {}})
+    assert not result.agree() and result.rows[0].max_difference == float("inf")
+
+
+def test_sync_report():
+    assert "yes" in repr(SyncReport([0, 1], 3, {}))
+    report = SyncReport([0, 1], 3, {"w": PerRank({0: np.zeros(2), 1: np.ones(2)})})
+    assert not report.in_sync
+    assert "1 of 3 parameters differ" in repr(report) and "1.41421" in repr(report)
+
+
+def test_plot_grads_and_losses():
+    before = {r: {"w": np.arange(6.0) + r, "b": np.ones(2) * r} for r in (0, 1)}
+    after = {r: {"w": np.arange(6.0) + 0.5, "b": np.ones(2) * 0.5} for r in (0, 1)}
+    fig = plot_grads(before, after)
+    assert len(fig.axes) == 4 and fig.axes[0].get_title() == "w (before all_reduce)"
+    assert len(fig.axes[0].lines) == 2
+    np.testing.assert_array_equal(fig.axes[1].lines[1].get_ydata(), np.arange(6.0) + 0.5)
+    fig = plot_losses({0: [(1, 2.0), (2, 1.0)], 1: [(1, 3.0), (2, 1.5)]})
+    assert [line.get_label() for line in fig.axes[0].lines] == ["rank 0", "rank 1"]
+
+
+class FakeClient:
+    """What ProgressMonitor reads of an ipyparallel Client."""
+
+    def __init__(self):
+        self.outstanding = set()
+        self.metadata = {}
+
+
+def _report(rank, step, total=4):
+    return {KEY: {"rank": rank, "step": step, "total": total,
+                  "losses": [(s, 1.0 / s) for s in range(1, step + 1)]}}
+
+
+def test_progress_monitor_follows_a_run():
+    client = FakeClient()
+    monitor = ProgressMonitor(client, display=False, grace=60)
+    client.outstanding = {"a", "b"}
+    client.metadata = {"a": {"data": _report(0, 1)}, "b": {"data": {}}}
+    monitor.poll()
+    assert monitor._run.steps == {0: 1} and monitor.runs == []
+    held = client.metadata["b"]
+    held["data"].update(_report(1, 3))
+    monitor.poll()
+    assert monitor._run.step == 1 and monitor._run.steps == {0: 1, 1: 3}
+    # results arrive: the AsyncResult drops the metadata; a late report lands in a fresh entry
+    client.outstanding = set()
+    client.metadata = {"a": {"data": _report(0, 4)}}
+    held["data"].update(_report(1, 4))
+    monitor.poll()
+    assert len(monitor.runs) == 1 and monitor._run is None
+    run = monitor.runs[0]
+    assert run.steps == {0: 4, 1: 4} and run.total == 4 and run.losses[0][-1] == (4, 0.25)
+
+
+def test_progress_monitor_gives_up_after_grace():
+    client = FakeClient()
+    monitor = ProgressMonitor(client, display=False, grace=0.0)
+    client.outstanding = {"a"}
+    client.metadata = {"a": {"data": _report(0, 1)}, "other": {"data": {}}}
+    monitor.poll()
+    client.outstanding = set()
+    monitor.poll()
+    assert monitor.runs[0].step == 1                           # the last step never came
+    monitor.poll()
+    assert len(monitor.runs) == 1
+
+
+def test_report_outside_engines_is_quiet():
+    from dpnb.notebook import report
+
+    report(1, 2, loss=0.5)
+    report(2, 2, loss=0.25)
+
+
+def test_dpnb_magic_help_and_errors(capsys):
+    from dpnb.cluster import launcher
+    from dpnb.notebook.magics import dpnb_magic
+
+    dpnb_magic("")
+    assert "%dpnb start [-n N]" in capsys.readouterr().out
+    assert "%dpnb sync" in dpnb_magic.__doc__
+    with pytest.raises(DpnbError, match="(?s)invalid choice.*%dpnb start"):
+        dpnb_magic("bogus")
+    with pytest.raises(DpnbError, match="argument -n: invalid int"):
+        dpnb_magic("start -n two")
+    if launcher.active() is None:
+        with pytest.raises(DpnbError, match=r"no cluster is running.*dpnb start"):
+            dpnb_magic("status")
+        dpnb_magic("stop")                                     # nothing to stop: no error
