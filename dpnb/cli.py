@@ -1,0 +1,151 @@
+"""The ``dpnb`` command."""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+
+import numpy as np
+
+
+def demo(steps: int, extension: str | None) -> int:
+    """Train the tutorial's network in this process and print the loss per step."""
+    import dpnb as nn
+    import dpnb.solvers as S
+    from dpnb.ext_utils import get_extension_context
+    from dpnb.initializer import UniformInitializer, calc_uniform_lim_glorot
+    from dpnb.models import tutorial_network
+
+    ctx = get_extension_context(extension or nn.default_extension())
+    rng = np.random.RandomState(0)
+    n_class, shape = 2, (4, 1, 32, 32)
+    with nn.context_scope(ctx):
+        x, y = nn.Variable(shape), nn.Variable((shape[0], 1))
+        x.d = rng.rand(*shape)
+        y.d = rng.choice(n_class, shape[0]).reshape(-1, 1)
+        w_init = UniformInitializer(calc_uniform_lim_glorot(1, 0.5, kernel=(1, 1)), rng=rng)
+        loss = tutorial_network(x, y, n_class, w_init=w_init)
+    solver = S.Adam()
+    solver.set_parameters(nn.get_parameters())
+    print(f"training the tutorial network on {ctx.backend[0]} for {steps} steps")
+    print(f"{'step':>5} {'loss':>10} {'ms':>8}")
+    for step in range(steps):
+        start = time.perf_counter()
+        loss.forward()
+        solver.zero_grad()
+        loss.backward()
+        solver.update()
+        print(f"{step:5d} {float(loss.d):10.6f} {1e3 * (time.perf_counter() - start):8.2f}")
+    return 0
+
+
+def cluster_start(n: int | None, profile: str, timeout: float, mpi_args: list[str]) -> int:
+    """Start MPI engines that outlive this command, in an IPython profile (installed if missing)."""
+    from dpnb.cluster import Cluster
+    from dpnb.cluster.profile import install, profile_dir
+
+    if not (profile_dir() / "ipcluster_config.py").exists() and profile == "mpi":
+        install()
+    cluster = Cluster(n, profile=profile, cluster_id="", timeout=timeout, mpi_args=mpi_args,
+                      progress=False, stop_at_exit=False)
+    cluster.start()
+    print(cluster.topology())
+    print(f"connect with: ipyparallel.Client(profile={profile!r}); "
+          f"stop with: dpnb cluster stop --profile {profile}")
+    cluster.client.close()
+    return 0
+
+
+def cluster_stop(profile: str, timeout: float) -> int:
+    from dpnb.cluster import Cluster
+
+    Cluster.attach(profile, timeout=timeout).stop()
+    print(f"stopped the cluster of profile {profile!r}")
+    return 0
+
+
+def cluster_status(profile: str, timeout: float) -> int:
+    from dpnb.cluster import Cluster
+    from dpnb.errors import DpnbError
+
+    try:
+        cluster = Cluster.attach(profile, timeout=timeout)
+    except DpnbError as e:
+        print(e)
+        return 1
+    print(cluster.topology())
+    cluster.client.close()
+    return 0
+
+
+def profile_install(ipython_dir: str | None, force: bool) -> int:
+    from dpnb.cluster.profile import install
+
+    path = install(ipython_dir, force=force)
+    print(f"installed the IPython profile 'mpi' at {path.parent}")
+    print("start it with: ipcluster start --profile=mpi -n 2   "
+          "(or from JupyterLab's IPython Clusters panel)")
+    return 0
+
+
+def doctor() -> int:
+    """Print each prerequisite as found or missing, with the command that fixes it."""
+    from dpnb.cluster.checks import all_checks
+
+    checks = all_checks()
+    width = max(len(c.name) for c in checks)
+    for c in checks:
+        state = "found" if c.found else ("missing" if c.required else "missing (optional)")
+        print(f"{c.name:<{width}}  {state:<18}  {c.detail}")
+        if not c.found and c.fix:
+            print(f"{'':<{width}}  fix: {c.fix}")
+    missing = [c.name for c in checks if c.required and not c.found]
+    print("ready for MPI engines" if not missing else f"not ready: {', '.join(missing)} missing")
+    return 1 if missing else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="dpnb", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("demo", help="train the tutorial network in one process")
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--context", choices=["cpu", "cuda", "cudnn"], default=None,
+                   help="default: cudnn where a GPU is usable, else cpu")
+    p = commands.add_parser("cluster", help="start, stop or show MPI engines in an IPython profile")
+    p.add_argument("action", choices=["start", "stop", "status"])
+    p.add_argument("-n", type=int, default=None,
+                   help="engines to start (default: one per GPU, else per CPU core)")
+    p.add_argument("--profile", default="mpi")
+    p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--mpi-args", default="", help="extra mpiexec arguments, e.g. '-f hostfile'")
+    p = commands.add_parser("profile", help="install the IPython profile 'mpi'")
+    p.add_argument("action", choices=["install"])
+    p.add_argument("--ipython-dir", default=None, help="default: $IPYTHONDIR or ~/.ipython")
+    p.add_argument("--force", action="store_true", help="replace a different existing config")
+    commands.add_parser("doctor", help="check MPI, ipyparallel, CuPy, GPUs and NCCL")
+    p = commands.add_parser("tutorial", help="run the tutorial notebook headless on a fresh "
+                                             "local cluster and print its all_reduce table")
+    p.add_argument("--notebook", default=None,
+                   help="default: notebooks/01_data_parallel_training.ipynb of this clone")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds allowed per cell")
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        return demo(args.steps, args.context)
+    if args.command == "profile":
+        return profile_install(args.ipython_dir, args.force)
+    if args.command == "doctor":
+        return doctor()
+    if args.command == "tutorial":
+        from dpnb.notebook.tutorial import run
+
+        return run(args.notebook, args.timeout)
+    if args.action == "start":
+        return cluster_start(args.n, args.profile, args.timeout, shlex.split(args.mpi_args))
+    if args.action == "stop":
+        return cluster_stop(args.profile, args.timeout)
+    return cluster_status(args.profile, args.timeout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,520 @@
+"""The cells of the tutorial notebooks, English and Japanese side by side: (kind, en, ja[, tags])."""
+CELLS = [
+("md", r"""
+# Data-parallel training with dpnb
+
+Data-parallel training copies one network onto several devices, gives each copy a
+different share of every mini-batch, and keeps the copies identical by averaging their
+gradients before each update. This notebook walks through one such step on two MPI
+ranks — one per GPU where there are GPUs, two CPU processes otherwise — and shows what
+`all_reduce` does to the gradients, then trains for a few steps.
+""", r"""
+# dpnb によるデータ並列学習
+
+データ並列学習では、同じネットワークを複数のデバイスに置き、ミニバッチをデバイスごとに分けて
+計算させます。各デバイスの勾配を平均してから更新するので、どのデバイスのネットワークも常に同じ
+重みを保ちます。このノートブックでは 2 つの MPI ランク（GPU があれば GPU ごとに 1 つ、
+なければ CPU のプロセス 2 つ）でこの 1 ステップを順に実行し、`all_reduce` が勾配をどう
+変えるかを確かめてから、数ステップ学習します。
+"""),
+("md", r"""
+## Why averaging gradients is enough
+
+Mini-batch SGD minimises the mean loss over a batch. Take a global batch of $B \times N$
+points $X = \{\mathbf{x}_1, \dots, \mathbf{x}_{BN}\}$, where $N$ is the number of devices
+and $B$ the number of points each device sees:
+
+$$
+L(\mathbf{w}) = \frac{1}{BN} \sum_{i=1}^{BN} \ell\big(f(\mathbf{x}_i; \mathbf{w}), y_i\big)
+$$
+
+Here $f$ is the network, $\mathbf{w}$ its trainable parameters and $\ell$ the loss of one
+point. Differentiation is linear, so the gradient can be split by the device $n$ that holds
+each point (its share of the batch is $X_n$, with $|X_n| = B$):
+
+$$
+\nabla_{\mathbf{w}} L
+= \frac{1}{N} \sum_{n=1}^{N} \underbrace{\frac{1}{B} \sum_{\mathbf{x}_i \in X_n}
+\nabla_{\mathbf{w}}\, \ell\big(f(\mathbf{x}_i; \mathbf{w}), y_i\big)}_{\mathbf{g}_n
+\text{: computed on device } n}
+$$
+
+So each device computes $\mathbf{g}_n$, the mean gradient over its own $B$ points, with an
+ordinary forward and backward pass; the devices then sum their $\mathbf{g}_n$ and divide by
+$N$. That sum-and-divide is one collective, `comm.all_reduce(..., division=True)`. Every
+device ends up with the same gradient of the whole $BN$-point batch, applies the same
+update, and stays identical to the others.
+""", r"""
+## 勾配の平均で十分な理由
+
+ミニバッチ SGD はバッチ内の損失の平均を最小化します。デバイスの数を $N$、各デバイスが扱う
+データ点の数を $B$ とし、全体のバッチを $B \times N$ 個の点
+$X = \{\mathbf{x}_1, \dots, \mathbf{x}_{BN}\}$ とすると、目的関数は次のとおりです。
+
+$$
+L(\mathbf{w}) = \frac{1}{BN} \sum_{i=1}^{BN} \ell\big(f(\mathbf{x}_i; \mathbf{w}), y_i\big)
+$$
+
+$f$ はネットワーク、$\mathbf{w}$ は学習するパラメータ、$\ell$ は 1 点あたりの損失です。
+微分は線形なので、各点を持つデバイス $n$（その分担を $X_n$、$|X_n| = B$ とします）ごとに
+勾配を分けて書けます。
+
+$$
+\nabla_{\mathbf{w}} L
+= \frac{1}{N} \sum_{n=1}^{N} \underbrace{\frac{1}{B} \sum_{\mathbf{x}_i \in X_n}
+\nabla_{\mathbf{w}}\, \ell\big(f(\mathbf{x}_i; \mathbf{w}), y_i\big)}_{\mathbf{g}_n
+\text{: デバイス } n \text{ で計算}}
+$$
+
+つまり、各デバイスは自分の $B$ 点についての平均勾配 $\mathbf{g}_n$ を通常の forward と
+backward で求め、その後 $\mathbf{g}_n$ を全デバイスで合計して $N$ で割れば十分です。この
+「合計して割る」処理が 1 回の集団通信 `comm.all_reduce(..., division=True)` です。
+すべてのデバイスが $BN$ 点全体の勾配を同じ値で受け取り、同じ更新をするので、重みは
+デバイス間でずっと一致したままです。
+"""),
+("md", r"""
+## Starting the cluster
+
+`dpnb.start` launches an IPython-parallel controller and two engines under `mpiexec`, one
+engine per MPI rank, and connects this notebook to them. Engine ids equal MPI ranks, and
+`%%px` cells now run on every rank. It prints nothing; the cell returns once both engines
+are ready.
+
+Instead of starting engines from the notebook, you can keep them running outside it:
+run `dpnb profile install` once, then `ipcluster start --profile=mpi -n 2` in a terminal
+(or start the "mpi" profile in JupyterLab's IPython Clusters panel). Connect to them with
+`cluster = dpnb.Cluster.attach("mpi")`, or with plain ipyparallel:
+
+```python
+import ipyparallel as ipp
+rc = ipp.Client(profile="mpi")
+view = rc[:]
+view.block = True      # %%px then shows the engines' output in the cell
+view.activate()
+```
+
+and pass the view to the helpers used below, e.g. `dpnb.gather_grads(view)`.
+""", r"""
+## クラスタの起動
+
+`dpnb.start` は IPython-parallel のコントローラと、`mpiexec` の下で動く 2 つのエンジン
+（MPI ランクごとに 1 つ）を起動し、このノートブックをそれらに接続します。エンジン ID は
+MPI ランクと同じで、以後 `%%px` セルはすべてのランクで実行されます。何も表示せず、
+両方のエンジンの準備ができた時点でセルが終わります。
+
+エンジンをノートブックの外で動かし続けることもできます。一度 `dpnb profile install` を
+実行しておき、ターミナルで `ipcluster start --profile=mpi -n 2` を実行するか、
+JupyterLab の IPython Clusters パネルで "mpi" プロファイルを起動します。接続には
+`cluster = dpnb.Cluster.attach("mpi")` を使うか、ipyparallel だけで次のようにします。
+
+```python
+import ipyparallel as ipp
+rc = ipp.Client(profile="mpi")
+view = rc[:]
+view.block = True      # これで %%px がエンジンの出力をセルに表示する
+view.activate()
+```
+
+この場合、以下で使う補助関数には `dpnb.gather_grads(view)` のようにビューを渡します。
+"""),
+("code", r"""
+import dpnb
+
+cluster = dpnb.start(n=2, timeout=120)
+""", None),
+("md", r"""
+`%pxconfig --no-stream` makes each `%%px` cell show the ranks' output once the cell has
+finished, rank 0 first, instead of interleaving it as it arrives.
+""", r"""
+`%pxconfig --no-stream` を指定すると、各 `%%px` セルの出力は到着順に混ざらず、セルの
+終了後にランク 0 から順に表示されます。
+"""),
+("code", r"""
+%pxconfig --no-stream
+""", None),
+("md", r"""
+## Which rank runs where
+
+Each row is one engine: its MPI rank, the host and process it runs in, its rank among the
+processes on that host (`local rank`), and the device it uses.
+""", r"""
+## どのランクがどこで動いているか
+
+1 行が 1 つのエンジンです。MPI ランク、動いているホストとプロセス、そのホスト上での順位
+（`local rank`）、使うデバイスを示します。
+"""),
+("code", r"""
+cluster.topology()
+""", None, ["topology"]),
+("md", r"""
+## Imports on every rank
+
+From here on, `%%px` cells run on both ranks at once. The code is the same as for a
+single process; only the communicator is new.
+""", r"""
+## 各ランクでのインポート
+
+ここからの `%%px` セルは両方のランクで同時に実行されます。コードは 1 プロセスの場合と
+同じで、新しいのはコミュニケーターだけです。
+"""),
+("code", r"""
+%%px
+import numpy as np
+
+import dpnb
+import dpnb as nn
+import dpnb.communicators as C
+import dpnb.functions as F
+import dpnb.parametric_functions as PF
+import dpnb.solvers as S
+from dpnb.ext_utils import get_extension_context
+from dpnb.initializer import UniformInitializer, calc_uniform_lim_glorot
+""", None),
+("md", r"""
+## The communicator
+
+`dpnb.default_extension()` answers `"cudnn"` where the process has a GPU and `"cpu"`
+otherwise, so the same notebook runs on both. `comm.init()` joins the MPI job; the context
+is then made for device `comm.local_rank`, the rank's position on its own host, which is
+also right when the ranks span several machines.
+""", r"""
+## コミュニケーター
+
+`dpnb.default_extension()` は、プロセスから GPU が使えれば `"cudnn"`、使えなければ
+`"cpu"` を返すので、同じノートブックがどちらでも動きます。`comm.init()` で MPI ジョブに
+参加し、その後デバイス `comm.local_rank`（そのホスト上でのランクの順位）用のコンテキストを
+作ります。ランクが複数のマシンにまたがる場合もこれで正しいデバイスになります。
+"""),
+("code", r"""
+%%px
+extension_module = dpnb.default_extension()
+ctx = get_extension_context(extension_module)
+comm = C.MultiProcessCommunicator(ctx)
+comm.init()
+n_devices = comm.size
+mpi_rank = comm.rank
+device_id = comm.local_rank
+ctx = get_extension_context(extension_module, device_id=device_id)
+""", None),
+("code", r"""
+%%px
+print(f"n_devices={n_devices}")
+print(f"mpi_rank={mpi_rank}")
+""", None),
+("md", r"""
+## Data and a very small network
+
+Each rank seeds NumPy with its own rank, so the ranks get different data points (their
+share of the global batch) and the numbers below are the same on every run.
+
+The initial weights, on the other hand, must be equal on every rank: the initialiser gets
+its own random generator with the same seed everywhere.
+""", r"""
+## データ点ととても小さなネットワーク
+
+各ランクは自分のランク番号で NumPy の乱数を初期化します。これでランクごとに異なるデータ点
+（全体のバッチのうち自分の分担）を持ち、しかも以下の数値は毎回同じになります。
+
+一方、重みの初期値はすべてのランクで等しくなければなりません。そのため初期化には、どの
+ランクでも同じシードの乱数生成器を別に渡します。
+"""),
+("code", r"""
+%%px
+np.random.seed(mpi_rank)
+
+# Data points: B = 4 per rank
+n_class = 2
+b, c, h, w = 4, 1, 32, 32
+x_data = np.random.rand(b, c, h, w)
+y_data = np.random.choice(n_class, b).reshape((b, 1))
+x = nn.Variable(x_data.shape)
+y = nn.Variable(y_data.shape)
+x.d = x_data
+y.d = y_data
+
+# Network settings
+C = 1
+kernel = (3, 3)
+pad = (1, 1)
+stride = (1, 1)
+print("labels:", y_data.ravel().tolist())
+""", r"""
+%%px
+np.random.seed(mpi_rank)
+
+# データ点: ランクあたり B = 4
+n_class = 2
+b, c, h, w = 4, 1, 32, 32
+x_data = np.random.rand(b, c, h, w)
+y_data = np.random.choice(n_class, b).reshape((b, 1))
+x = nn.Variable(x_data.shape)
+y = nn.Variable(y_data.shape)
+x.d = x_data
+y.d = y_data
+
+# ネットワークの設定
+C = 1
+kernel = (3, 3)
+pad = (1, 1)
+stride = (1, 1)
+print("labels:", y_data.ravel().tolist())
+"""),
+("code", r"""
+%%px
+rng = np.random.RandomState(0)  # the same seed on every rank: equal initial weights
+w_init = UniformInitializer(calc_uniform_lim_glorot(C, C / 2, kernel=(1, 1)), rng=rng)
+
+with nn.context_scope(ctx):
+    h = PF.convolution(x, C, kernel, pad, stride, w_init=w_init)
+    pred = PF.affine(h, n_class, w_init=w_init)
+    loss = F.mean(F.softmax_cross_entropy(pred, y))
+""", r"""
+%%px
+rng = np.random.RandomState(0)  # どのランクでも同じシード: 重みの初期値が一致する
+w_init = UniformInitializer(calc_uniform_lim_glorot(C, C / 2, kernel=(1, 1)), rng=rng)
+
+with nn.context_scope(ctx):
+    h = PF.convolution(x, C, kernel, pad, stride, w_init=w_init)
+    pred = PF.affine(h, n_class, w_init=w_init)
+    loss = F.mean(F.softmax_cross_entropy(pred, y))
+"""),
+("md", r"""
+`dpnb.check_sync()` compares a checksum of every parameter across the ranks (only the
+parameters that differ would be pulled into the notebook). Before any training they are
+identical:
+""", r"""
+`dpnb.check_sync()` は各パラメータのチェックサムをランク間で比較します（値そのものを
+ノートブックに取り寄せるのは、食い違ったパラメータだけです）。学習前なので一致しています。
+"""),
+("code", r"""
+dpnb.check_sync()
+""", None),
+("md", r"""
+## The solver
+
+Each rank gets its own Adam solver over its own copy of the parameters. Because the
+gradients will be identical after `all_reduce`, the solvers' states stay identical too.
+""", r"""
+## ソルバー
+
+各ランクは自分のパラメータに対して自分の Adam ソルバーを持ちます。`all_reduce` の後は
+勾配が一致するので、ソルバーの内部状態も一致したままです。
+"""),
+("code", r"""
+%%px
+solver = S.Adam()
+solver.set_parameters(nn.get_parameters())
+""", None),
+("md", r"""
+## One training step, looked at closely
+
+On a single device a step is
+
+```python
+loss.forward()
+solver.zero_grad()
+loss.backward()
+solver.update()
+```
+
+and data-parallel training adds exactly one line before the update:
+
+```python
+comm.all_reduce([x.grad for x in nn.get_parameters().values()], division=True)
+```
+
+First forward, zero_grad and backward. Each rank's loss is that of its own four points.
+""", r"""
+## 1 ステップを詳しく見る
+
+1 つのデバイスでは、1 ステップは次のとおりです。
+
+```python
+loss.forward()
+solver.zero_grad()
+loss.backward()
+solver.update()
+```
+
+データ並列学習で加わるのは、更新の前の次の 1 行だけです。
+
+```python
+comm.all_reduce([x.grad for x in nn.get_parameters().values()], division=True)
+```
+
+まず forward、zero_grad、backward を実行します。各ランクの損失は、そのランクの 4 点に
+ついての値です。
+"""),
+("code", r"""
+%%px
+loss.forward()
+solver.zero_grad()
+loss.backward()
+print(f"loss on this rank: {float(loss.d):.4f}")
+""", r"""
+%%px
+loss.forward()
+solver.zero_grad()
+loss.backward()
+print(f"このランクの損失: {float(loss.d):.4f}")
+"""),
+("md", r"""
+`dpnb.gather_grads()` brings every parameter's gradient from every rank into the notebook.
+The ranks saw different points, so their gradients differ:
+""", r"""
+`dpnb.gather_grads()` は、すべてのランクのすべてのパラメータの勾配をノートブックに
+集めます。ランクごとに見たデータ点が違うので、勾配も異なります。
+"""),
+("code", r"""
+before = dpnb.gather_grads()
+before
+""", None),
+("md", r"""
+Now the collective: sum the gradients over the ranks and divide by the number of ranks.
+`all_reduce` alone would only sum; `division=True` turns the sum into the mean that the
+formula above asks for. The gradients are written back in place.
+""", r"""
+ここで集団通信を実行します。勾配をランク全体で合計し、ランク数で割ります。`all_reduce`
+だけでは合計ですが、`division=True` で上の式が求める平均になります。結果は元の勾配に
+そのまま書き戻されます。
+"""),
+("code", r"""
+%%px
+comm.all_reduce([x.grad for x in nn.get_parameters().values()], division=True)
+""", None),
+("md", r"""
+Gathered again, the gradients are the same on both ranks. The comparison shows, per
+parameter, the norm of each rank's gradient and the largest difference between ranks,
+before and after `all_reduce`:
+""", r"""
+もう一度集めると、勾配は両方のランクで同じです。比較表には、パラメータごとに各ランクの
+勾配のノルムとランク間の最大差を、`all_reduce` の前と後について示します。
+"""),
+("code", r"""
+after = dpnb.gather_grads()
+comparison = dpnb.compare(before, after)
+comparison
+""", None, ["comparison"]),
+("md", r"""
+Each rank's gradient after `all_reduce` is the mean of the two gradients before it:
+""", r"""
+`all_reduce` 後の勾配は、`all_reduce` 前の 2 つの勾配の平均になっています。
+"""),
+("code", r"""
+import numpy as np
+
+for name in before[0]:
+    mean = (before[0][name].astype(np.float64) + before[1][name]) / 2
+    print(f"{name:9s} equals the mean of the ranks: {np.allclose(after[0][name], mean, rtol=1e-5, atol=1e-6)}")
+""", r"""
+import numpy as np
+
+for name in before[0]:
+    mean = (before[0][name].astype(np.float64) + before[1][name]) / 2
+    print(f"{name:9s} ランク間の平均と一致: {np.allclose(after[0][name], mean, rtol=1e-5, atol=1e-6)}")
+"""),
+("md", r"""
+The same in a picture for the two weights: each panel draws one gradient (its first 40
+values), one line per rank. Before `all_reduce` the lines differ; after it they lie on top of each
+other.
+""", r"""
+同じことを 2 つの重みについて図で見ます。各パネルは 1 つの勾配（先頭 40 個の値）を、
+ランクごとに 1 本の線で描いています。`all_reduce` の前は線がずれていて、後では重なります。
+"""),
+("code", r"""
+from dpnb.notebook import plot_grads
+
+plot_grads(before, after, names=["conv/W", "affine/W"], max_values=40)
+""", None),
+("md", r"""
+## The update
+
+With identical gradients and identical solver states, the update keeps the parameters
+identical on every rank:
+""", r"""
+## 更新
+
+勾配もソルバーの状態も同じなので、更新後もパラメータはすべてのランクで一致します。
+"""),
+("code", r"""
+%%px
+solver.update()
+""", None),
+("code", r"""
+dpnb.check_sync()
+""", None),
+("md", r"""
+## A short training loop on every rank
+
+The whole step in a loop. `dpnb.notebook.report` sends each rank's step and loss to the
+notebook while the cell runs, which draws a progress bar and a live loss curve (it does
+nothing outside engines, so the same loop runs in a plain script).
+""", r"""
+## 全ランクでの短い学習ループ
+
+1 ステップ全体をループにします。`dpnb.notebook.report` はセルの実行中に各ランクの
+ステップと損失をノートブックに送り、ノートブックはそれを進捗バーと損失曲線として表示します
+（エンジンの外では何もしないので、同じループを普通のスクリプトでも実行できます）。
+"""),
+("code", r"""
+%%px
+# NBVAL_IGNORE_OUTPUT
+from dpnb.notebook import report
+
+n_steps = 100
+losses = []
+for step in range(1, n_steps + 1):
+    loss.forward()
+    solver.zero_grad()
+    loss.backward()
+    comm.all_reduce([x.grad for x in nn.get_parameters().values()], division=True)
+    solver.update()
+    losses.append(float(loss.d))
+    report(step, n_steps, loss=losses[-1])
+""", None),
+("md", r"""
+Each rank's loss over its own points, at the start and at the end, and the curves. The
+parameters are still identical on every rank.
+""", r"""
+各ランクの、自分のデータ点についての最初と最後の損失、そして損失曲線です。パラメータは
+まだすべてのランクで一致しています。
+"""),
+("code", r"""
+losses = dpnb.gather("losses")
+for rank, values in losses.items():
+    print(f"rank {rank}: loss {values[0]:.3f} -> {values[-1]:.3f}")
+dpnb.check_sync()
+""", r"""
+losses = dpnb.gather("losses")
+for rank, values in losses.items():
+    print(f"ランク {rank}: 損失 {values[0]:.3f} -> {values[-1]:.3f}")
+dpnb.check_sync()
+""", ["training"]),
+("code", r"""
+from dpnb.notebook import plot_losses
+
+plot_losses({rank: list(enumerate(values, 1)) for rank, values in losses.items()})
+""", None),
+("md", r"""
+## Stopping the cluster
+
+`cluster.stop()` shuts the engines, `mpiexec` and the controller down, and makes sure none
+of their processes is left.
+""", r"""
+## クラスタの停止
+
+`cluster.stop()` はエンジン、`mpiexec`、コントローラを終了させ、それらのプロセスが
+残っていないことを確かめます。
+"""),
+("code", r"""
+cluster.stop()
+""", None),
+("md", r"""
+For training a real model over several processes or machines, see
+`examples/cifar10/multi_device_multi_process_classification.py` and its `.sh` launcher.
+""", r"""
+実際のモデルを複数のプロセスやマシンで学習する例は
+`examples/cifar10/multi_device_multi_process_classification.py` と、その起動用の
+`.sh` を参照してください。
+"""),
+]

@@ -1,0 +1,116 @@
+"""The ``dpnb`` command: doctor, profile install, cluster start/status/stop."""
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from dpnb import cli
+from dpnb.cluster import checks
+from dpnb.cluster.profile import CONFIG_TEXT
+from dpnb.errors import DpnbError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_doctor_reports_each_prerequisite(capsys):
+    assert cli.main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    for name in ("mpi4py", "MPI library", "mpiexec", "ipyparallel", "CuPy", "GPUs", "NCCL"):
+        assert any(line.startswith(name) for line in out.splitlines()), name
+    assert "mpiexec      found" in out and os.path.dirname(sys.executable) in out
+    assert out.rstrip().endswith("ready for MPI engines")
+
+
+def test_doctor_names_the_fix_for_missing_mpi(capsys, monkeypatch):
+    import importlib.util
+
+    import dpnb.communicators.mpiexec as mpiexec
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "mpi4py" else real(name, *a))
+    monkeypatch.setattr(mpiexec, "find_mpiexec", lambda: (_ for _ in ()).throw(DpnbError("no")))
+    checks.check_mpi_library.cache_clear()
+    try:
+        assert cli.main(["doctor"]) == 1
+    finally:
+        checks.check_mpi_library.cache_clear()
+    out = capsys.readouterr().out
+    assert "mpi4py       missing" in out and "mpiexec      missing" in out
+    assert "fix: pip install 'dpnb[mpich]'" in out
+    assert "not ready: mpi4py, MPI library, mpiexec missing" in out
+
+
+def test_profile_install(tmp_path, capsys):
+    assert cli.main(["profile", "install", "--ipython-dir", str(tmp_path)]) == 0
+    config = tmp_path / "profile_mpi" / "ipcluster_config.py"
+    assert config.read_text() == CONFIG_TEXT
+    assert (config.parent / "security").stat().st_mode & 0o777 == 0o700
+    assert "ipcluster start --profile=mpi" in capsys.readouterr().out
+    assert cli.main(["profile", "install", "--ipython-dir", str(tmp_path)]) == 0   # same: fine
+    config.write_text("c = get_config()\n")
+    with pytest.raises(DpnbError, match="--force"):
+        cli.main(["profile", "install", "--ipython-dir", str(tmp_path)])
+    assert cli.main(["profile", "install", "--ipython-dir", str(tmp_path), "--force"]) == 0
+    assert config.read_text() == CONFIG_TEXT
+
+
+def test_repository_profile_matches_installed_one():
+    assert (REPO / "profiles" / "mpi" / "ipcluster_config.py").read_text() == CONFIG_TEXT
+
+
+def test_profile_config_selects_mpi_engines_through_dpnb():
+    from traitlets.config import Config
+
+    from dpnb.cluster.profile import configure
+
+    c = Config()
+    configure(c)
+    assert c.Cluster.engine_launcher_class == "mpi"
+    assert c.EngineLauncher.engine_cmd == [sys.executable, "-m", "dpnb.engine"]
+    assert os.path.basename(c.MPIEngineSetLauncher.mpi_cmd[0]) == "mpiexec"
+
+
+def _dpnb(args, env, timeout=120):
+    return subprocess.run([sys.executable, "-m", "dpnb.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_cluster_start_status_stop(tmp_path):
+    env = dict(os.environ, IPYTHONDIR=str(tmp_path))
+    started = _dpnb(["cluster", "start", "-n", "2", "--timeout", "60"], env)
+    try:
+        assert started.returncode == 0, started.stderr
+        assert "ipyparallel.Client(profile='mpi')" in started.stdout
+        pids = [int(line.split()[3]) for line in started.stdout.splitlines()[3:5]]
+        assert all(psutil.pid_exists(p) for p in pids)            # engines outlive the command
+        client = textwrap.dedent("""
+            import ipyparallel as ipp
+            rc = ipp.Client(profile="mpi", timeout=30)
+            print(rc[:].apply_sync(lambda: rank))
+            rc.close()
+        """)
+        out = subprocess.run([sys.executable, "-c", client], env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert out.stdout.strip().splitlines()[-1] == "[0, 1]", out.stderr
+        status = _dpnb(["cluster", "status"], env)
+        assert status.returncode == 0 and "2 MPI engines" in status.stdout
+    finally:
+        stopped = _dpnb(["cluster", "stop"], env)
+    assert stopped.returncode == 0, stopped.stderr
+    deadline = time.monotonic() + 15
+    while any(psutil.pid_exists(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(psutil.pid_exists(p) for p in pids)
+    status = _dpnb(["cluster", "status"], env)
+    assert status.returncode == 1 and "no cluster is running" in status.stdout
+
+
+def test_demo_still_works(capsys):
+    assert cli.main(["demo", "--steps", "2", "--context", "cpu"]) == 0
+    assert "training the tutorial network on cpu" in capsys.readouterr().out
