@@ -9,12 +9,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from . import functions as F
+from .communicators import MultiProcessCommunicator
 from .errors import DpnbError
 from .graph import Variable
 from .initializer import ConstantInitializer, UniformInitializer, calc_uniform_lim_glorot
 from .parameter import get_parameter_or_create, parameter_scope
 
-__all__ = ["affine", "convolution", "batch_normalization"]
+__all__ = ["affine", "convolution", "batch_normalization", "sync_batch_normalization"]
 
 
 def _scoped(default_scope: str) -> Callable:
@@ -80,21 +81,18 @@ def convolution(inp: Variable, outmaps: int, kernel: Sequence[int], pad=None, st
     return F.convolution(inp, w, b, base_axis, pad, stride, dilation, group, channel_last)
 
 
-@_scoped("bn")
-def batch_normalization(inp: Variable, axes: Sequence[int] = (1,), decay_rate: float = 0.9,
-                        eps: float = 1e-5, batch_stat: bool = True, output_stat: bool = False,
-                        fix_parameters: bool = False, param_init: dict | None = None,
-                        no_scale: bool = False, no_bias: bool = False):
-    """Batch normalization with parameters ``beta``, ``gamma`` and the running
-    ``mean`` and ``var`` (kept outside the trainable storage: they get no gradient)."""
-    _check_input("batch_normalization", inp, 1)
-    axes = [a % inp.ndim for a in axes]
-    shape = tuple(s if i in axes else 1 for i, s in enumerate(inp.shape))
+def _bn_parameters(fn_name: str, inp: Variable, axes: Sequence[int], fix_parameters: bool,
+                   param_init: dict | None, no_scale: bool, no_bias: bool) -> tuple:
+    """Batch normalization's ``beta``, ``gamma`` (None where dropped) and running ``mean``
+    and ``var`` (kept outside the trainable storage: they get no gradient)."""
+    _check_input(fn_name, inp, 1)
+    kept = [a % inp.ndim for a in axes]
+    shape = tuple(s if i in kept else 1 for i, s in enumerate(inp.shape))
     init = {"beta": ConstantInitializer(0), "gamma": ConstantInitializer(1),
             "mean": ConstantInitializer(0), "var": ConstantInitializer(1)}
     unknown = set(param_init or {}) - set(init)
     if unknown:
-        raise DpnbError(f"PF.batch_normalization: param_init keys must be among {sorted(init)}, "
+        raise DpnbError(f"PF.{fn_name}: param_init keys must be among {sorted(init)}, "
                         f"got {sorted(unknown)}")
     init.update(param_init or {})
     beta = None if no_bias else get_parameter_or_create("beta", shape, init["beta"], True,
@@ -103,6 +101,31 @@ def batch_normalization(inp: Variable, axes: Sequence[int] = (1,), decay_rate: f
                                                           not fix_parameters)
     mean = get_parameter_or_create("mean", shape, init["mean"], False)
     var = get_parameter_or_create("var", shape, init["var"], False)
-    return F.batch_normalization(inp, beta, gamma, mean, var, axes, decay_rate, eps,
-                                 batch_stat, output_stat)
+    return beta, gamma, mean, var
 
+
+@_scoped("bn")
+def batch_normalization(inp: Variable, axes: Sequence[int] = (1,), decay_rate: float = 0.9,
+                        eps: float = 1e-5, batch_stat: bool = True, output_stat: bool = False,
+                        fix_parameters: bool = False, param_init: dict | None = None,
+                        no_scale: bool = False, no_bias: bool = False):
+    """Batch normalization with parameters ``beta``, ``gamma`` and the running
+    ``mean`` and ``var``."""
+    params = _bn_parameters("batch_normalization", inp, axes, fix_parameters, param_init,
+                            no_scale, no_bias)
+    return F.batch_normalization(inp, *params, axes, decay_rate, eps, batch_stat, output_stat)
+
+
+@_scoped("bn")
+def sync_batch_normalization(inp: Variable, comm: MultiProcessCommunicator, group: str = "world",
+                             axes: Sequence[int] = (1,), decay_rate: float = 0.9,
+                             eps: float = 1e-5, batch_stat: bool = True,
+                             output_stat: bool = False, fix_parameters: bool = False,
+                             param_init: dict | None = None, no_scale: bool = False,
+                             no_bias: bool = False):
+    """Batch normalization over the batches of all ranks of ``group`` of ``comm``
+    (F.sync_batch_normalization), with the parameters of PF.batch_normalization."""
+    params = _bn_parameters("sync_batch_normalization", inp, axes, fix_parameters, param_init,
+                            no_scale, no_bias)
+    return F.sync_batch_normalization(inp, *params, comm, group, axes, decay_rate, eps,
+                                      batch_stat, output_stat)

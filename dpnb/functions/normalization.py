@@ -5,10 +5,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..communicators import MultiProcessCommunicator
 from ..graph import Function, Variable
 from .nn import _workspace
 
-__all__ = ["batch_normalization"]
+__all__ = ["batch_normalization", "sync_batch_normalization"]
 
 _ROLES = ("beta", "gamma", "mean", "variance")
 
@@ -95,9 +96,7 @@ class BatchNormalization(Function):
         x, params = xs[0], self._unpack(xs)
         beta = params.get("beta")
         if self.batch_stat:
-            mean = self._sum(xp, x) / self.count
-            y = x - mean
-            var = self._dot(xp, y, y) / self.count
+            mean, y, var = self._batch_statistics(xp, x)
             self._update_running(mean, var)
         else:
             mean, var = params["mean"], params["variance"]
@@ -117,6 +116,18 @@ class BatchNormalization(Function):
         if self.output_stat:
             return y, mean, var
         return (y,)
+
+    def _batch_statistics(self, xp, x):
+        """The batch mean, ``x - mean`` and the biased batch variance."""
+        mean = self._sum(xp, x) / self.count
+        centred = x - mean
+        return mean, centred, self._dot(xp, centred, centred) / self.count
+
+    def _batch_grad_sums(self, xp, sums: list) -> list:
+        """The per-channel sums over the batch that the input gradient needs
+        (of gy, of gy * xhat, and the stat outputs' gradients); here the local
+        batch is the whole batch."""
+        return sums
 
     def _update_running(self, mean, var) -> None:
         """Fold the batch statistics into the running ones (a no-op where those are None)."""
@@ -145,15 +156,80 @@ class BatchNormalization(Function):
             if self.batch_stat:
                 # Through the batch mean and variance (and the stat outputs, if any):
                 # gx += coef * (x - mean) + shift.
-                coef = -scale * self.inv_std * grads["gamma"] / self.count
-                shift = -scale * grads["beta"] / self.count
+                sums = [grads["beta"], grads["gamma"], *gys[1:]]
+                sum_gy, sum_gy_xhat, *stat_grads = self._batch_grad_sums(xp, sums)
+                coef = -scale * self.inv_std * sum_gy_xhat / self.count
+                shift = -scale * sum_gy / self.count
                 if self.output_stat:
-                    coef += 2 * gys[2] / self.count
-                    shift += gys[1] / self.count
+                    coef += 2 * stat_grads[1] / self.count
+                    shift += stat_grads[0] / self.count
                 centred *= coef
                 gx += centred
                 gx += shift
         return (gx,) + tuple(grads[role] if need[role] else None for role in self.roles)
+
+
+class SyncBatchNormalization(BatchNormalization):
+    """Batch normalization over the union of the batches of all ranks in a
+    communicator group, as if one process held the whole batch: forward
+    all-reduces the per-channel sums and counts (so batch sizes may differ
+    between ranks) and then the centred sums of squares; backward all-reduces
+    the per-channel gradient sums that the input gradient needs.  Every rank of
+    the group must run forward and backward together.  The gradients of beta
+    and gamma stay this rank's share, summed over ranks with the other
+    parameter gradients as usual.  The statistics travel in float64: exact
+    counts beside the sums, and no float32 round-off in the sum over ranks."""
+
+    def __init__(self, roles: Sequence[str], comm, group: str, axes: Sequence[int],
+                 decay_rate: float, eps: float, batch_stat: bool, output_stat: bool):
+        super().__init__(roles, axes, decay_rate, eps, batch_stat, output_stat)
+        self.comm = comm
+        self.group = group
+
+    def setup(self, inputs):
+        if not isinstance(self.comm, MultiProcessCommunicator):
+            raise self.error("comm must be a communicator (C.MultiProcessCommunicator(ctx), then "
+                             f"comm.init()), got {type(self.comm).__name__}")
+        ranks = self.comm.find_group(self.group)
+        if not ranks:
+            raise self.error(f"no group named {self.group!r}; known groups: "
+                             f"{sorted(self.comm.list_groups())} (create one with "
+                             "comm.new_group((name, ranks)))")
+        if self.comm.rank not in ranks:
+            raise self.error(f"this process (rank {self.comm.rank}) is not a member of group "
+                             f"{self.group!r} (ranks {ranks}); call it only on the group's members")
+        outputs = super().setup(inputs)
+        self.local_count = self.count  # ``count`` becomes the group's total in forward
+        return outputs
+
+    def _batch_statistics(self, xp, x):
+        stats = xp.empty(int(np.prod(self.stat_shape)) + 1, np.float64)
+        stats[:-1] = self._sum(xp, x).ravel()
+        stats[-1] = self.local_count
+        self.comm.all_reduce(stats, group=self.group)
+        self.count = int(stats[-1])
+        mean = (stats[:-1] / self.count).astype(x.dtype).reshape(self.stat_shape)
+        centred = x - mean
+        squares = self._dot(xp, centred, centred).astype(np.float64)
+        self.comm.all_reduce(squares, group=self.group)
+        return mean, centred, (squares / self.count).astype(x.dtype)
+
+    def _batch_grad_sums(self, xp, sums: list) -> list:
+        packed = xp.concatenate([s.ravel() for s in sums]).astype(np.float64, copy=False)
+        self.comm.all_reduce(packed, group=self.group)
+        return [part.reshape(self.stat_shape).astype(s.dtype)
+                for part, s in zip(xp.split(packed, len(sums)), sums)]
+
+
+def _apply(cls: type, x: Variable, params: Sequence[Variable | None], *args):
+    """Add ``cls(roles, *args)`` to the graph, with x and those of beta, gamma, mean
+    and variance (``params``) that are not None."""
+    given = [(role, v) for role, v in zip(_ROLES, params) if v is not None]
+    return cls([role for role, _ in given], *args)(x, *(v for _, v in given))
+
+
+def _as_axes(axes: int | Sequence[int]) -> list[int]:
+    return [axes] if isinstance(axes, int) else list(axes)
 
 
 def batch_normalization(x: Variable, beta: Variable | None, gamma: Variable | None,
@@ -165,8 +241,19 @@ def batch_normalization(x: Variable, beta: Variable | None, gamma: Variable | No
     size 1 except on ``axes``.  None drops beta (no bias) or gamma (no scale), and,
     with batch_stat=True, the running mean/variance update.  With ``output_stat``
     returns (y, batch_mean, batch_var)."""
-    axes = [axes] if isinstance(axes, int) else list(axes)
-    given = [(role, v) for role, v in zip(_ROLES, (beta, gamma, mean, variance)) if v is not None]
-    fn = BatchNormalization([role for role, _ in given], axes, decay_rate, eps, batch_stat,
-                            output_stat)
-    return fn(x, *(v for _, v in given))
+    return _apply(BatchNormalization, x, (beta, gamma, mean, variance), _as_axes(axes),
+                  decay_rate, eps, batch_stat, output_stat)
+
+
+def sync_batch_normalization(x: Variable, beta: Variable | None, gamma: Variable | None,
+                             mean: Variable | None, variance: Variable | None,
+                             comm: MultiProcessCommunicator, group: str = "world",
+                             axes: Sequence[int] = (1,), decay_rate: float = 0.9,
+                             eps: float = 1e-05, batch_stat: bool = True, output_stat: bool = False
+                             ) -> Variable | tuple[Variable, Variable, Variable]:
+    """Batch normalization whose batch statistics are those of the whole batch spread
+    over the ranks of ``group`` of the communicator ``comm`` (running statistics and
+    gradients included); otherwise as ``batch_normalization``.  Every rank of the
+    group must call forward and backward; with batch_stat=False nothing is sent."""
+    return _apply(SyncBatchNormalization, x, (beta, gamma, mean, variance), comm, group,
+                  _as_axes(axes), decay_rate, eps, batch_stat, output_stat)

@@ -1,0 +1,55 @@
+"""Synchronized batch normalization across real MPI processes: each rank holds
+a slice of one global batch, and its results must be those of single-process
+batch normalization of the whole batch (tests/mpi_scripts/sync_bn.py checks
+them on every rank)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import requires_gpu
+from test_communicator import run_ranks
+
+import dpnb as nn
+import dpnb.communicators as C
+import dpnb.functions as F
+import dpnb.parametric_functions as PF
+from dpnb.errors import DpnbError
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_matches_batch_normalization_of_the_global_batch(n):
+    output = run_ranks(n, "sync_bn.py")
+    for r in range(n):
+        assert f"RANK {r} OK" in output, output
+
+
+@requires_gpu
+def test_gpu_matches_batch_normalization_of_the_global_batch():
+    """One rank per GPU (one rank where there is one GPU), through NCCL."""
+    import cupy
+
+    n = min(2, cupy.cuda.runtime.getDeviceCount())
+    output = run_ranks(n, "sync_bn.py", "cudnn", timeout=120)
+    for r in range(n):
+        assert f"RANK {r} OK" in output, output
+
+
+def bn_inputs() -> list:
+    rng = np.random.RandomState(0)
+    return [nn.Variable.from_numpy_array(a) for a in
+            [rng.randn(4, 3), np.zeros((1, 3)), np.ones((1, 3)), np.zeros((1, 3)), np.ones((1, 3))]]
+
+
+@pytest.mark.parametrize("comm", ["world", None, object()])
+def test_comm_must_be_a_communicator(comm):
+    message = r"comm must be a communicator \(C.MultiProcessCommunicator\(ctx\), then comm.init"
+    with pytest.raises(DpnbError, match=message):
+        F.sync_batch_normalization(*bn_inputs(), comm)
+    with pytest.raises(DpnbError, match="comm must be a communicator"):
+        PF.sync_batch_normalization(bn_inputs()[0], comm)
+
+
+def test_comm_must_be_initialised():
+    comm = C.MultiProcessCommunicator(nn.Context())
+    with pytest.raises(DpnbError, match=r"call comm.init\(\) first"):
+        F.sync_batch_normalization(*bn_inputs(), comm, batch_stat=False)
