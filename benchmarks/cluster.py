@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import ipyparallel as ipp
+from timing import median_seconds
 
 import dpnb
 from dpnb.cluster import Cluster
@@ -66,14 +67,7 @@ def time_start_dpnb() -> float:
 
 
 def median_round_trip(view, repeats: int) -> float:
-    for _ in range(20):
-        view.apply_sync(noop)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        view.apply_sync(noop)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return median_seconds(lambda: view.apply_sync(noop), repeats, warmup=20)
 
 
 SETUP_GRADIENTS = """
@@ -87,16 +81,6 @@ for i in range(8):
     p.g = rng.standard_normal(per_parameter)
 grads = [p.g for p in nn.get_parameters().values()]
 """
-
-
-def median_seconds(fn, runs: int) -> float:
-    fn()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:

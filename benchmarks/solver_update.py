@@ -13,11 +13,10 @@ import json
 import math
 import os
 import platform
-import statistics
-import time
 from pathlib import Path
 
 import numpy as np
+from timing import median_seconds
 
 import dpnb as nn
 import dpnb.solvers as S
@@ -84,17 +83,6 @@ class PerParameterAdam:
             w -= alpha_t * m / (np.sqrt(v) + self.eps)
 
 
-def median_seconds(step) -> float:
-    for _ in range(WARMUP):
-        step()
-    times = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def max_difference(params: dict, initial: dict, fused, reference) -> float:
     """Largest |difference| between one fused step and one reference step from the same start."""
     fused()
@@ -123,9 +111,10 @@ def main() -> None:
 
     reference = PerParameterAdam(params, **HYPER)
     medians = {
-        "fused": median_seconds(solver.update),
-        "per_parameter_in_place": median_seconds(reference.update_in_place),
-        "per_parameter_plain": median_seconds(PerParameterAdam(params, **HYPER).update_plain),
+        "fused": median_seconds(solver.update, REPEATS, WARMUP),
+        "per_parameter_in_place": median_seconds(reference.update_in_place, REPEATS, WARMUP),
+        "per_parameter_plain": median_seconds(PerParameterAdam(params, **HYPER).update_plain,
+                                              REPEATS, WARMUP),
     }
     speedups = {name: seconds / medians["fused"] for name, seconds in medians.items()}
 

@@ -16,8 +16,9 @@ import resource
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from timing import median_seconds
 
 BATCH, NMAPS, NCLS = 64, 64, 10
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -30,17 +31,6 @@ def rss_mib() -> float:
 
 def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def time_steps(step, steps: int) -> list[float]:
-    step()
-    step()
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return times
 
 
 def dpnb_worker(steps: int) -> dict:
@@ -65,8 +55,7 @@ def dpnb_worker(steps: int) -> dict:
         loss.backward(clear_buffer=True)
         solver.update()
 
-    times = time_steps(step, steps)
-    return {"step_s": statistics.median(times), "peak_mib": peak_rss_mib() - base}
+    return {"step_s": median_seconds(step, steps, warmup=2), "peak_mib": peak_rss_mib() - base}
 
 
 def torch_worker(steps: int) -> dict:
@@ -107,8 +96,7 @@ def torch_worker(steps: int) -> dict:
         loss.backward()
         optimizer.step()
 
-    times = time_steps(step, steps)
-    return {"step_s": statistics.median(times), "peak_mib": peak_rss_mib() - base,
+    return {"step_s": median_seconds(step, steps, warmup=2), "peak_mib": peak_rss_mib() - base,
             "torch": torch.__version__}
 
 
