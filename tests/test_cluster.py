@@ -22,6 +22,7 @@ from dpnb.cluster import Cluster
 from dpnb.cluster.launcher import _process_tree
 from dpnb.errors import DpnbError
 from dpnb.notebook import ProgressMonitor, check_sync, compare, gather, gather_grads
+from seed_tutorial import DATA_PARALLEL
 
 
 TIMEOUT = 60
@@ -116,54 +117,10 @@ def test_gather(cluster):
     assert gather("{'double': a * 2}")[0]["double"][1] == 2.0
 
 
-TUTORIAL = """
-import dpnb as nn
-import dpnb.communicators as C
-from dpnb.ext_utils import get_extension_context
-import dpnb.functions as F
-from dpnb.initializer import calc_uniform_lim_glorot, UniformInitializer
-import dpnb.parametric_functions as PF
-import dpnb.solvers as S
-import numpy as np
-
-nn.clear_parameters()
-extension_module = "cpu"
-ctx = get_extension_context(extension_module)
-comm = C.MultiProcessCommunicator(ctx)
-comm.init()
-n_devices = comm.size
-mpi_rank = comm.rank
-device_id = mpi_rank
-ctx = get_extension_context(extension_module, device_id=device_id)
-
-n_class = 2
-b, c, h, w = 4, 1, 32, 32
-x_data = np.random.rand(b, c, h, w)
-y_data = np.random.choice(n_class, b).reshape((b, 1))
-x = nn.Variable(x_data.shape)
-y = nn.Variable(y_data.shape)
-x.d = x_data
-y.d = y_data
-C = 1
-kernel = (3, 3)
-pad = (1, 1)
-stride = (1, 1)
-rng = np.random.RandomState(0)
-w_init = UniformInitializer(calc_uniform_lim_glorot(C, C/2, kernel=(1, 1)), rng=rng)
-with nn.context_scope(ctx):
-    h = PF.convolution(x, C, kernel, pad, stride, w_init=w_init)
-    pred = PF.affine(h, n_class, w_init=w_init)
-    loss = F.mean(F.softmax_cross_entropy(pred, y))
-solver = S.Adam()
-solver.set_parameters(nn.get_parameters())
-loss.forward()
-solver.zero_grad()
-loss.backward()
-"""
 
 
 def test_tutorial_all_reduce_on_engines(cluster):
-    run(cluster.view, TUTORIAL)
+    run(cluster.view, DATA_PARALLEL)
     assert gather("(n_devices, mpi_rank)") == {0: (2, 0), 1: (2, 1)}
     before = gather_grads()
     assert list(before[0]) == ["conv/W", "conv/b", "affine/W", "affine/b"]

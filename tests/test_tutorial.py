@@ -2,66 +2,13 @@
 import numpy as np
 import pytest
 
-TUTORIAL = '''
-import os
-import time
-import dpnb as nn
-from dpnb.ext_utils import get_extension_context
-import dpnb.functions as F
-from dpnb.initializer import (
-    calc_uniform_lim_glorot,
-    UniformInitializer)
-import dpnb.parametric_functions as PF
-import dpnb.solvers as S
-import numpy as np
-
-extension_module = nn.default_extension()
-ctx = get_extension_context(extension_module)
-
-# Data points setting
-n_class = 2
-b, c, h, w = 4, 1, 32, 32
-
-# Data points
-x_data = np.random.rand(b, c, h, w)
-y_data = np.random.choice(n_class, b).reshape((b, 1))
-x = nn.Variable(x_data.shape)
-y = nn.Variable(y_data.shape)
-x.d = x_data
-y.d = y_data
-
-# Network setting
-C = 1
-kernel = (3, 3)
-pad = (1, 1)
-stride = (1, 1)
-
-rng = np.random.RandomState(0)
-w_init = UniformInitializer(
-    calc_uniform_lim_glorot(C, C/2, kernel=(1, 1)),
-    rng=rng)
-
-# Network
-with nn.context_scope(ctx):
-    h = PF.convolution(x, C, kernel, pad, stride, w_init=w_init)
-    pred = PF.affine(h, n_class, w_init=w_init)
-    loss = F.mean(F.softmax_cross_entropy(pred, y))
-
-# Solver and add parameters
-solver = S.Adam()
-solver.set_parameters(nn.get_parameters())
-
-# Training steps
-loss.forward()
-solver.zero_grad()
-loss.backward()
-'''
+from seed_tutorial import SINGLE_PROCESS
 
 
 def run_tutorial():
     np.random.seed(0)  # the tutorial draws its data from NumPy's global generator
     namespace = {}
-    exec(TUTORIAL, namespace)
+    exec(SINGLE_PROCESS, namespace)
     return namespace
 
 

@@ -1,0 +1,78 @@
+"""The seed tutorial's code (shared/seed/data_parallel_tutorial.ja.txt), cell by
+cell, with only ``nnabla`` changed to ``dpnb`` and the extension chosen for the
+machine.  Tests run it in one process or on cluster engines."""
+import dpnb
+
+IMPORTS = """
+import os
+import time
+import dpnb as nn
+import dpnb.communicators as C
+from dpnb.ext_utils import get_extension_context
+import dpnb.functions as F
+from dpnb.initializer import (
+    calc_uniform_lim_glorot,
+    UniformInitializer)
+import dpnb.parametric_functions as PF
+import dpnb.solvers as S
+import numpy as np
+"""
+
+COMMUNICATOR = f"""
+extension_module = {dpnb.default_extension()!r}
+ctx = get_extension_context(extension_module)
+comm = C.MultiProcessCommunicator(ctx)
+comm.init()
+n_devices = comm.size
+mpi_rank = comm.rank
+device_id = mpi_rank
+ctx = get_extension_context(extension_module, device_id=device_id)
+"""
+
+SINGLE_PROCESS_CONTEXT = f"""
+extension_module = {dpnb.default_extension()!r}
+ctx = get_extension_context(extension_module)
+"""
+
+NETWORK_AND_STEP = """
+# Data points setting
+n_class = 2
+b, c, h, w = 4, 1, 32, 32
+
+# Data points
+x_data = np.random.rand(b, c, h, w)
+y_data = np.random.choice(n_class, b).reshape((b, 1))
+x = nn.Variable(x_data.shape)
+y = nn.Variable(y_data.shape)
+x.d = x_data
+y.d = y_data
+
+# Network setting
+C = 1
+kernel = (3, 3)
+pad = (1, 1)
+stride = (1, 1)
+
+rng = np.random.RandomState(0)
+w_init = UniformInitializer(
+    calc_uniform_lim_glorot(C, C/2, kernel=(1, 1)),
+    rng=rng)
+
+# Network
+with nn.context_scope(ctx):
+    h = PF.convolution(x, C, kernel, pad, stride, w_init=w_init)
+    pred = PF.affine(h, n_class, w_init=w_init)
+    loss = F.mean(F.softmax_cross_entropy(pred, y))
+
+# Solver and add parameters
+solver = S.Adam()
+solver.set_parameters(nn.get_parameters())
+
+# Training steps
+loss.forward()
+solver.zero_grad()
+loss.backward()
+"""
+
+SINGLE_PROCESS = IMPORTS + SINGLE_PROCESS_CONTEXT + NETWORK_AND_STEP
+DATA_PARALLEL = IMPORTS + "nn.clear_parameters()\n" + COMMUNICATOR + NETWORK_AND_STEP
