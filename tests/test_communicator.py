@@ -108,3 +108,33 @@ def test_find_mpiexec(monkeypatch, tmp_path):
     (fake / "mpiexec").write_text("#!/bin/sh\n")
     (fake / "mpiexec").chmod(0o755)
     assert C.find_mpiexec() == str(fake / "mpiexec")
+
+
+class _FakeInfo:
+    def __init__(self, kinds):
+        self.kinds, self.freed = kinds, False
+
+    def Get(self, key):
+        return self.kinds if key == "mpi_memory_alloc_kinds" else None
+
+    def Free(self):
+        self.freed = True
+
+
+class _FakeComm:
+    def __init__(self, kinds):
+        self.info = _FakeInfo(kinds)
+
+    def Get_info(self):
+        return self.info
+
+
+@pytest.mark.parametrize("kinds, aware", [("mpi,system", False), (None, False),
+                                          ("mpi,system,cuda:device,cuda:managed", True)])
+def test_cuda_aware_mpi_is_read_from_the_memory_allocation_kinds(kinds, aware):
+    from dpnb.communicators.mpi import cuda_aware_mpi
+    from mpi4py import MPI
+
+    comm = _FakeComm(kinds)
+    assert cuda_aware_mpi(comm) is aware and comm.info.freed
+    assert cuda_aware_mpi(MPI.COMM_SELF) is False  # the PyPI MPICH build has no CUDA support

@@ -92,7 +92,8 @@ class MultiProcessCommunicator:
         self._abandoned: list = []  # requests a failure left pending (MPI may still use them)
         self._plans: collections.OrderedDict = collections.OrderedDict()
         self._stager = mpi.Stager()
-        self._warned_host_staging = False
+        self._warned_gpu_path = False
+        self._cuda_aware_mpi = False
         self._nccl = None  # CuPy's NCCL module, for a GPU context where it is available
         self._nccl_groups: dict[str, NcclGroup] = {}
 
@@ -116,6 +117,7 @@ class MultiProcessCommunicator:
         self.ctx.device_id = str(self._local_rank)
         if self.ctx.is_gpu:
             self._nccl = nccl_module()
+            self._cuda_aware_mpi = mpi.cuda_aware_mpi(world)
 
     @property
     def timeout(self) -> float:
@@ -313,9 +315,11 @@ class MultiProcessCommunicator:
         arrays, handles = _resolve(objs, operation)
         on_gpu = [array_module_of(a) is not np for a in arrays]
         device = nccl and self._nccl is not None and all(on_gpu)
+        direct_gpu = any(on_gpu) and not device and self._cuda_aware_mpi
         if any(on_gpu) and not device:
-            self._warn_host_staging()
-        plan = mpi.Plan(objs, arrays, handles, self.segment_bytes, self.bucket_bytes, device)
+            self._warn_slower_gpu_path(direct_gpu)
+        plan = mpi.Plan(objs, arrays, handles, self.segment_bytes, self.bucket_bytes, device,
+                        direct_gpu)
         self._plans[key] = plan
         if len(self._plans) > _PLAN_CACHE_SIZE:
             self._plans.popitem(last=False)
@@ -403,11 +407,13 @@ class MultiProcessCommunicator:
                             "from its members")
         return g
 
-    def _warn_host_staging(self) -> None:
-        if not self._warned_host_staging:
-            self._warned_host_staging = True
-            logger.warning("the communicator moves these GPU arrays through host memory over "
-                           "MPI, which is slower than NCCL: NCCL needs a GPU context "
+    def _warn_slower_gpu_path(self, cuda_aware: bool) -> None:
+        if not self._warned_gpu_path:
+            self._warned_gpu_path = True
+            path = ("CUDA-aware MPI" if cuda_aware
+                    else "host memory over MPI (the MPI library is not CUDA-aware)")
+            logger.warning(f"the communicator moves these GPU arrays through {path}, which is "
+                           "slower than NCCL: NCCL needs a GPU context "
                            "(get_extension_context('cudnn')), CuPy with NCCL, and every array "
                            "of a call on the GPU")
 

@@ -3,7 +3,8 @@ that issues the collectives.
 
 A ``Plan`` turns a list of arrays into a schedule of chunks:
 
-- ``Direct``: a contiguous stretch reduced where it lies, with no copy.
+- ``Direct``: a contiguous stretch reduced where it lies, with no copy (on
+  the GPU too, where MPI is CUDA-aware).
   Gradients that sit side by side in flat parameter storage form one such
   stretch (of any size), and so does any large array.  Long stretches are cut
   into cache-sized segments, which MPI moves two to three times as fast as one
@@ -78,6 +79,17 @@ class Packed:
         return self._layout_type or None
 
 
+def cuda_aware_mpi(comm) -> bool:
+    """Whether MPI reads and writes CUDA device memory itself on ``comm``: MPI 4.1's
+    memory allocation kinds name "cuda:device" there (MPICH >= 4.2, Open MPI >= 5)."""
+    info = comm.Get_info()
+    try:
+        kinds = info.Get("mpi_memory_alloc_kinds") or ""
+    finally:
+        info.Free()
+    return "cuda:device" in kinds.split(",")
+
+
 def _free_type(datatype) -> None:
     from mpi4py import MPI
 
@@ -113,9 +125,10 @@ class Plan:
     """The schedule for one list of arrays; reused while the arrays stay where they are."""
 
     def __init__(self, objs: list, arrays: list, handles: list, segment_bytes: int,
-                 bucket_bytes: int, device: bool = False):
+                 bucket_bytes: int, device: bool = False, direct_gpu: bool = False):
         self.objs = objs          # keeps the ids in the cache key valid
         self.device = device      # all CuPy arrays, for NCCL: one call per stretch, no staging
+        self.direct_gpu = direct_gpu  # CUDA-aware MPI: CuPy stretches go to MPI where they lie
         self.arrays = arrays
         self.handles = handles
         self.bucket_bytes = bucket_bytes
@@ -167,7 +180,8 @@ class Plan:
         bases: dict = {}
         for a, h in zip(self.arrays, self.handles):
             found = (_storage_stretch(h, a, bases)
-                     if h is not None and (self.device or isinstance(a, np.ndarray)) else None)
+                     if h is not None and (self.device or self.direct_gpu
+                                           or isinstance(a, np.ndarray)) else None)
             if found is None:
                 stretches.append([None, a.reshape(-1), 0, a.size])
                 continue
@@ -183,7 +197,8 @@ class Plan:
         open_buckets: dict = {}
         for key, buffer, start, stop in stretches:
             view = buffer[start:stop]
-            if (isinstance(view, np.ndarray) and STAGE_DTYPES[view.dtype] == view.dtype
+            if ((isinstance(view, np.ndarray) or self.direct_gpu)
+                    and STAGE_DTYPES[view.dtype] == view.dtype
                     and (key is not None or view.nbytes >= DIRECT_MIN_BYTES)):
                 step = max(1, segment_bytes // view.itemsize)
                 chunks.extend(Direct(view[i:i + step]) for i in range(0, view.size, step))
@@ -310,6 +325,9 @@ class Pipeline:
         from mpi4py import MPI
 
         comm = self.group.comm
+        if not isinstance(buffer, np.ndarray):  # CUDA-aware MPI reads what kernels still write
+            import cupy
+            cupy.cuda.get_current_stream().synchronize()
         if self.operation == "all_reduce":
             request = comm.Iallreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)
         elif self.operation == "reduce":
@@ -325,7 +343,7 @@ class Pipeline:
             return
         if isinstance(chunk, Direct):
             if self.divisor is not None:
-                np.divide(buffer, self.divisor, out=buffer)
+                buffer /= self.divisor
         else:
             _unpack_from(chunk, buffer, self.divisor)
 
