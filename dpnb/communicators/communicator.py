@@ -75,7 +75,8 @@ class MultiProcessCommunicator:
 
     Attributes tune it (set them the same on every rank): ``timeout`` (seconds a
     collective may wait; ``DPNB_COMM_TIMEOUT``, default 600), ``check_agreement``
-    (``DPNB_COMM_CHECK``, default on), ``segment_bytes`` (``DPNB_COMM_SEGMENT_BYTES``)
+    (``DPNB_COMM_CHECK``, default on), ``use_nccl`` (``DPNB_COMM_NCCL``, default on; read by
+    ``init``), ``segment_bytes`` (``DPNB_COMM_SEGMENT_BYTES``)
     and ``bucket_bytes`` (``DPNB_COMM_BUCKET_BYTES``).  ``collectives_issued``
     counts the data collectives sent to MPI."""
 
@@ -83,6 +84,7 @@ class MultiProcessCommunicator:
         self.ctx = ctx if ctx is not None else get_current_context()
         self.timeout = timeout_from_env()
         self.check_agreement = _env_flag("DPNB_COMM_CHECK", True)
+        self.use_nccl = _env_flag("DPNB_COMM_NCCL", True)
         self.segment_bytes = _env_bytes("DPNB_COMM_SEGMENT_BYTES", mpi.DEFAULT_SEGMENT_BYTES)
         self.bucket_bytes = _env_bytes("DPNB_COMM_BUCKET_BYTES", mpi.DEFAULT_BUCKET_BYTES)
         self.collectives_issued = 0
@@ -116,7 +118,10 @@ class MultiProcessCommunicator:
                                        world.Get_rank())
         self.ctx.device_id = str(self._local_rank)
         if self.ctx.is_gpu:
-            self._nccl = nccl_module()
+            # ranks beyond the host's GPU count share devices (NCCL then refuses: turn it off)
+            self.ctx.device_id = str(self._local_rank
+                                     % require_cupy().cuda.runtime.getDeviceCount())
+            self._nccl = nccl_module() if self.use_nccl else None
             self._cuda_aware_mpi = mpi.cuda_aware_mpi(world)
 
     @property
