@@ -1,5 +1,6 @@
-"""Write both tutorial notebooks from the one list of cells in tutorial_cells.py,
-then execute them so their stored outputs are what nbval compares against.
+"""Write the notebooks from their cells (tutorial_cells.py holds English and
+Japanese side by side; cifar10_cells.py the CIFAR-10 notebook), then execute
+them so their stored outputs are what nbval compares against.
 
     python notebooks/make_notebooks.py
 """
@@ -14,21 +15,30 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from tutorial_cells import CELLS  # noqa: E402
-
-NOTEBOOKS = {"en": HERE / "01_data_parallel_training.ipynb",
-             "ja": HERE / "01_data_parallel_training.ja.ipynb"}
+import cifar10_cells  # noqa: E402
+import tutorial_cells  # noqa: E402
 
 
-def build(lang: str) -> nbformat.NotebookNode:
-    cells = []
-    for kind, en, ja, *tags in CELLS:
-        text = (ja if lang == "ja" and ja is not None else en).strip("\n")
+def tutorial(lang: str) -> list[tuple]:
+    """The tutorial's (kind, text, [tags]) cells in one language."""
+    return [(kind, ja if lang == "ja" and ja is not None else en, *tags)
+            for kind, en, ja, *tags in tutorial_cells.CELLS]
+
+
+NOTEBOOKS = {HERE / "01_data_parallel_training.ipynb": tutorial("en"),
+             HERE / "01_data_parallel_training.ja.ipynb": tutorial("ja"),
+             HERE / "02_cifar10_data_parallel.ipynb": cifar10_cells.CELLS}
+
+
+def build(cells: list[tuple]) -> nbformat.NotebookNode:
+    nb_cells = []
+    for kind, text, *tags in cells:
+        text = text.strip("\n")
         cell = new_markdown_cell(text) if kind == "md" else new_code_cell(text)
         if tags:
             cell.metadata["tags"] = tags[0]
-        cells.append(cell)
-    nb = new_notebook(cells=cells)
+        nb_cells.append(cell)
+    nb = new_notebook(cells=nb_cells)
     nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python",
                                  "name": "python3"}
     nb.metadata["language_info"] = {"name": "python"}
@@ -43,8 +53,8 @@ def execute(nb: nbformat.NotebookNode) -> None:
 
 
 if __name__ == "__main__":
-    for lang, path in NOTEBOOKS.items():
-        nb = build(lang)
+    for path, cells in NOTEBOOKS.items():
+        nb = build(cells)
         execute(nb)
         nbformat.write(nb, path)
         print(f"wrote {path}")

@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"
 ENGLISH = NOTEBOOKS / "01_data_parallel_training.ipynb"
 JAPANESE = NOTEBOOKS / "01_data_parallel_training.ja.ipynb"
+CIFAR10 = NOTEBOOKS / "02_cifar10_data_parallel.ipynb"
 SANITIZE = NOTEBOOKS / "nbval_sanitize.cfg"
 TIMEOUT = 400
 
@@ -77,7 +78,7 @@ def test_sanitize_hides_hosts_pids_timings_and_float_noise():
 
 
 def test_notebooks_have_no_errors_stored():
-    for path in (ENGLISH, JAPANESE):
+    for path in (ENGLISH, JAPANESE, CIFAR10):
         cells = json.loads(path.read_text())["cells"]
         code = [c for c in cells if c["cell_type"] == "code"]
         assert code and all(c["execution_count"] for c in code), f"{path.name} is not executed"
@@ -85,7 +86,7 @@ def test_notebooks_have_no_errors_stored():
 
 
 def test_notebooks_pass_nbval(tmp_path):
-    result = nbval([ENGLISH, JAPANESE], tmp_path / "ipython")
+    result = nbval([ENGLISH, JAPANESE, CIFAR10], tmp_path / "ipython")
     assert result.returncode == 0, result.stdout[-6000:]
     assert " passed" in result.stdout and "failed" not in result.stdout
 

@@ -1,0 +1,106 @@
+"""The cells of the CIFAR-10 notebook: (kind, text)."""
+CELLS = [
+("md", """
+# CIFAR-10 data-parallel training from a notebook
+
+The example script `examples/cifar10/multi_device_multi_process_classification.py` trains
+ResNet-23 data-parallel: every rank reads its own shard of each epoch, the gradients are
+averaged with `all_reduce`, the learning rate is warmed up to base x ranks, and rank 0
+writes monitor files, a plot and checkpoints. Here the same training runs from `%%px`
+cells on two MPI engines, on a short synthetic run (for CIFAR-10 itself, pass
+`--dataset cifar10 --data-dir ...`).
+"""),
+("code", """
+import dpnb
+
+cluster = dpnb.start(n=2, timeout=120)
+"""),
+("code", """
+%pxconfig --no-stream
+"""),
+("md", """
+## The example's training function on every rank
+
+The script's `main(argv)` takes the same options as its command line. The engines import
+it from the example folder; rank 0 will write its monitor files and checkpoints into a
+temporary folder.
+"""),
+("code", """
+import tempfile
+from pathlib import Path
+
+example = Path("../examples/cifar10").resolve()
+monitor = tempfile.mkdtemp(prefix="dpnb-cifar10-")
+_ = cluster.view.push({"example": str(example), "monitor": monitor})
+"""),
+("code", """
+%%px
+import sys
+
+import dpnb
+
+sys.path.insert(0, example)
+from multi_device_multi_process_classification import main
+"""),
+("md", """
+## A short run
+
+ResNet-23 with 8 feature maps on synthetic 32x32 images, 16 images per rank and step,
+40 steps, validation and a checkpoint every 20 steps. While the cell runs, the notebook
+shows a progress bar and each rank's loss curve (the script reports them when it runs on
+an engine).
+"""),
+("code", """
+%%px
+# NBVAL_IGNORE_OUTPUT
+options = ["-c", dpnb.default_extension(), "--dataset", "synthetic", "-b", "16", "-l", "0.02",
+           "--nmaps", "8", "-e", "0.5", "-v", "20", "-s", "20", "-m", "5", "-o", monitor,
+           "--no-progress"]
+main(options + ["-i", "40"])
+"""),
+("md", """
+Rank 0's monitor files: the validation rows (the whole test set, split across the ranks and
+combined with `all_reduce`) and the plot of the curves.
+"""),
+("code", """
+import json
+
+def show_validation():
+    with open(Path(monitor) / "validation.jsonl") as f:
+        for row in map(json.loads, f):
+            print(f"iteration {row['iteration']}: validation error {row['error']:.3f}, "
+                  f"loss {row['loss']:.3f}")
+
+show_validation()
+"""),
+("code", """
+# NBVAL_IGNORE_OUTPUT
+from IPython.display import Image
+
+Image(filename=str(Path(monitor) / "curves.png"))
+"""),
+("md", """
+## Resuming
+
+`--resume` continues from the latest checkpoint (parameters, solver state, iteration and
+every rank's random state) as if the run had not stopped. Twenty more steps, then a check
+that the ranks still hold identical parameters.
+"""),
+("code", """
+%%px
+# NBVAL_IGNORE_OUTPUT
+main(options + ["-i", "60", "--resume"])
+"""),
+("code", """
+show_validation()
+dpnb.check_sync()
+"""),
+("code", """
+import shutil
+
+cluster.stop()
+shutil.rmtree(monitor)
+"""),
+]
+
+cells = []
