@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..graph import Function, Variable
-from .math import _axis
+from .math import _axis, _Unary
 
 __all__ = ["relu", "elu", "leaky_relu", "tanh", "sigmoid", "softmax", "log_softmax"]
 
@@ -19,15 +19,7 @@ def _log_softmax(xp, x, axis: int):
     return shifted - xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))
 
 
-class _Activation(Function):
-    """Base of the elementwise activations: same shape and dtype out."""
-
-    def setup(self, inputs):
-        (x,) = inputs
-        return [(x.shape, x.dtype)]
-
-
-class ReLU(_Activation):
+class ReLU(_Unary):
     """max(x, 0); the gradient passes where the output is positive."""
 
     grad_depends_on_inputs = False
@@ -45,7 +37,7 @@ def relu(x: Variable, inplace: bool = False) -> Variable:
     return ReLU()(x)
 
 
-class ELU(_Activation):
+class ELU(_Unary):
     """x for x > 0, alpha * (exp(x) - 1) otherwise."""
 
     def __init__(self, alpha: float):
@@ -65,7 +57,7 @@ def elu(x: Variable, alpha: float = 1.0) -> Variable:
     return ELU(alpha)(x)
 
 
-class LeakyReLU(_Activation):
+class LeakyReLU(_Unary):
     """x for x > 0, alpha * x otherwise."""
 
     def __init__(self, alpha: float):
@@ -85,7 +77,7 @@ def leaky_relu(x: Variable, alpha: float = 0.1, inplace: bool = False) -> Variab
     return LeakyReLU(alpha)(x)
 
 
-class Tanh(_Activation):
+class Tanh(_Unary):
     """Hyperbolic tangent; its gradient 1 - y**2 comes from the output."""
 
     grad_depends_on_inputs = False
@@ -104,7 +96,7 @@ def tanh(x: Variable) -> Variable:
     return Tanh()(x)
 
 
-class Sigmoid(_Activation):
+class Sigmoid(_Unary):
     """1 / (1 + exp(-x)); its gradient y (1 - y) comes from the output."""
 
     grad_depends_on_inputs = False
