@@ -179,3 +179,13 @@ def test_seed_changes_and_restores_initial_values():
     c = draw()
     assert not np.array_equal(a, b)
     np.testing.assert_array_equal(a, c)
+
+
+def test_scope_and_creation_errors():
+    for bad in ("", "a/b"):
+        with pytest.raises(DpnbError, match="one non-empty name without '/'"):
+            with nn.parameter_scope(bad):
+                pass
+    assert nn.get_current_parameter_scope() == ""
+    with pytest.raises(DpnbError, match="'w' does not exist and no shape was given"):
+        nn.get_parameter_or_create("w")
