@@ -1,8 +1,11 @@
-"""The data-parallel classification example, run on 2 MPI ranks on tiny synthetic
+"""The data-parallel classification example, run under MPI (mostly 2 ranks) on tiny synthetic
 data: resuming gives exactly the parameters of an uninterrupted run, the monitor
-files and checkpoints appear, and bad settings fail on every rank before training."""
+files and checkpoints appear, and bad settings fail on every rank before training;
+and the docstring's digits command, with its defaults, learns digits to >= 97 %."""
+import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,7 +23,7 @@ TINY = ["--dataset", "synthetic", "-b", "4", "--nmaps", "4", "-e", "0.1", "-v", 
 
 
 def run_example(n: int, monitor, *args: str, expect_ok: bool = True, timeout: float = 60) -> str:
-    env = dict(os.environ, DPNB_COMM_TIMEOUT="30", OMP_NUM_THREADS="1")
+    env = dict(os.environ, DPNB_COMM_TIMEOUT="30", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     result = subprocess.run([C.find_mpiexec(), "-n", str(n), sys.executable, str(SCRIPT),
                              "-o", str(monitor), *args],
                             capture_output=True, text=True, timeout=timeout, env=env)
@@ -160,3 +163,37 @@ def test_cifar10_from_official_archive(tmp_path):
                 "--nmaps", "4", "--epochs", "2", "--no-progress")
     val = rows(tmp_path / "m" / "validation.jsonl")
     assert [r["iteration"] for r in val] == [5, 10] and val[0]["epoch"] == 1.0
+
+
+def docstring_digits_options() -> list[str]:
+    """The options of the digits command that the example's docstring shows."""
+    doc = ast.get_docstring(ast.parse(SCRIPT.read_text()))
+    command = next(line.split() for line in doc.splitlines() if "--dataset digits" in line)
+    assert command[:5] == ["mpiexec", "-n", "2", "python", SCRIPT.name], command
+    return command[5:]
+
+
+@pytest.mark.parametrize("ranks", [2, 1])
+def test_digits_defaults_reach_97_percent(tmp_path, ranks):
+    options = docstring_digits_options()
+    assert options == ["-c", "cpu", "--dataset", "digits"]  # nothing but the defaults
+    output = run_example(ranks, tmp_path, *options)
+    val = rows(tmp_path / "validation.jsonl")
+    assert [r["epoch"] for r in val] == [float(e) for e in range(1, 11)]
+    assert 1 - val[-1]["error"] >= 0.97, val[-1]
+    final = re.findall(r"final test accuracy ([0-9.]+) \(loss", output)
+    assert final == [f"{1 - val[-1]['error']:.4f}"], output[-2000:]
+
+
+def test_explicit_options_win_over_dataset_defaults(tmp_path):
+    run_example(2, tmp_path, "--dataset", "digits", "--epochs", "2", "--nmaps", "4",
+                "--no-progress")
+    assert [r["epoch"] for r in rows(tmp_path / "validation.jsonl")] == [1.0, 2.0]
+    params = load(tmp_path / "checkpoint_00000022" / "params.npz")
+    assert [v.shape[0] for k, v in params.items() if k.startswith("conv1/")
+            and k.endswith("/W")] == [4]  # the first convolution's output maps
+
+
+def test_nmaps_below_one_is_refused(tmp_path):
+    output = run_example(2, tmp_path, "--dataset", "digits", "--nmaps", "0", expect_ok=False)
+    assert "--nmaps must be at least 1, got 0" in output and "digits (32)" in output
