@@ -10,7 +10,7 @@ from types import ModuleType
 
 import numpy as np
 
-from .errors import DpnbError
+from .errors import DpnbError, ExtensionUnavailableError
 
 _TYPE_CONFIGS = {"float": np.float32, "double": np.float64, "half": np.float16}
 _EXTENSIONS = ("cpu", "cuda", "cudnn")
@@ -55,30 +55,32 @@ def require_cupy() -> ModuleType:
     try:
         import cupy
     except ImportError as e:
-        raise DpnbError(
+        raise ExtensionUnavailableError(
             "a 'cuda'/'cudnn' context needs CuPy, which is not installed; "
             "install it with `pip install 'dpnb[gpu]'` (cupy-cuda12x), or use "
             "get_extension_context('cpu') / dpnb.default_extension()") from e
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:  # CUDA driver missing or broken
-        raise DpnbError(f"CuPy is installed but no CUDA device is usable ({e}); "
+        raise ExtensionUnavailableError(f"CuPy is installed but no CUDA device is usable ({e}); "
                         "use get_extension_context('cpu') on this machine") from e
     if count == 0:
-        raise DpnbError("CuPy is installed but this machine has no GPU; "
+        raise ExtensionUnavailableError("CuPy is installed but this machine has no GPU; "
                         "use get_extension_context('cpu')")
     return cupy
 
 
 def make_context(extension: str, device_id: int | str = 0, type_config: str = "float") -> Context:
-    """Build a Context; the checks behind ``get_extension_context``."""
+    """Build a Context as nnabla's extensions do, with the checks behind
+    ``get_extension_context``: backends in order of preference, the CPU last."""
     if extension not in _EXTENSIONS:
         raise DpnbError(f"unknown extension {extension!r}: expected one of {_EXTENSIONS}")
     if type_config not in _TYPE_CONFIGS:
         raise DpnbError(f"unknown type_config {type_config!r}: "
                         f"expected one of {tuple(_TYPE_CONFIGS)}")
+    fallback = ["cpu:float"] if type_config == "half" else []
     if extension == "cpu":
-        return Context([f"cpu:{type_config}"], "CpuCachedArray", str(device_id))
+        return Context([f"cpu:{type_config}"] + fallback, "CpuCachedArray", str(device_id))
     require_cupy()
     backend = [f"cudnn:{type_config}"] if extension == "cudnn" else []
     backend += [f"cuda:{type_config}", f"cpu:{type_config}"]

@@ -1,0 +1,15 @@
+"""The cuDNN extension (``nnabla_ext.cudnn``): the CUDA extension's arrays and
+devices, with convolutions through cuDNN where CuPy has it."""
+from __future__ import annotations
+
+from ..context import Context, make_context
+from .gpu import (array_classes, clear_memory_cache, device_synchronize, get_device_count,
+                  get_devices, synchronize)
+
+__all__ = ["array_classes", "clear_memory_cache", "context", "device_synchronize",
+           "get_device_count", "get_devices", "synchronize"]
+
+
+def context(device_id: str | int = "0", type_config: str = "float", **kw) -> Context:
+    """The cuDNN context on GPU ``device_id``."""
+    return make_context("cudnn", device_id, type_config)
