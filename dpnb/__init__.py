@@ -21,12 +21,19 @@ __all__ = [
 # The cluster and notebook helpers load on first use, so that `import dpnb` stays light.
 _LAZY = {"start": "dpnb.cluster", "Cluster": "dpnb.cluster", "gather": "dpnb.notebook",
          "gather_grads": "dpnb.notebook", "compare": "dpnb.notebook",
-         "check_sync": "dpnb.notebook", "load_ipython_extension": "dpnb.notebook"}
+         "check_sync": "dpnb.notebook", "load_ipython_extension": "dpnb.notebook",
+         "use_as_nnabla": "dpnb.nnabla_alias"}
+# Submodules that nnabla programs reach as attributes of the package after a bare
+# `import nnabla` (nn.solver.Solver, nn.logger.logger ...), imported on first use.
+_SUBMODULES = ("communicators", "ext_utils", "functions", "initializer", "logger", "monitor",
+               "parametric_functions", "solver", "solvers", "utils")
 
 
 def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module 'dpnb' has no attribute {name!r}")
     import importlib
 
+    if name in _SUBMODULES:
+        return importlib.import_module(f"dpnb.{name}")
+    if name not in _LAZY:
+        raise AttributeError(f"module 'dpnb' has no attribute {name!r}")
     return getattr(importlib.import_module(_LAZY[name]), name)

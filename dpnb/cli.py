@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import runpy
 import shlex
 import sys
 import time
@@ -37,6 +39,26 @@ def demo(steps: int, extension: str | None) -> int:
         loss.backward()
         solver.update()
         print(f"{step:5d} {float(loss.d):10.6f} {1e3 * (time.perf_counter() - start):8.2f}")
+    return 0
+
+
+def run_script(script: str, args: list[str]) -> int:
+    """Run ``script`` as ``__main__`` with ``nnabla`` names resolving to dpnb, as
+    ``python script args...`` would run it (argv, sys.path[0])."""
+    from dpnb.errors import DpnbError
+    from dpnb.nnabla_alias import use_as_nnabla
+
+    if not os.path.isfile(script):
+        print(f"dpnb run: no such file {script!r}", file=sys.stderr)
+        return 2
+    try:
+        use_as_nnabla()
+    except DpnbError as e:
+        print(f"dpnb run: {e}", file=sys.stderr)
+        return 2
+    sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    runpy.run_path(script, run_name="__main__")
     return 0
 
 
@@ -108,6 +130,10 @@ def doctor() -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dpnb", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("run", help="run an nnabla program on dpnb, no line changed "
+                                        "(nnabla, nnabla.*, nnabla_ext.* resolve to dpnb)")
+    p.add_argument("script", help="the program, e.g. classification.py")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="the program's own arguments")
     p = commands.add_parser("demo", help="train the tutorial network in one process")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--context", choices=["cpu", "cuda", "cudnn"], default=None,
@@ -130,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="default: notebooks/01_data_parallel_training.ipynb of this clone")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds allowed per cell")
     args = parser.parse_args(argv)
+    if args.command == "run":
+        return run_script(args.script, args.args)
     if args.command == "demo":
         return demo(args.steps, args.context)
     if args.command == "profile":

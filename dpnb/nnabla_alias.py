@@ -1,0 +1,113 @@
+"""``nnabla``, ``nnabla.*`` and ``nnabla_ext.*`` as names of dpnb's modules, so that
+nnabla programs run on dpnb with no line changed.
+
+An import hook maps ``nnabla.X`` to ``dpnb.X`` and ``nnabla_ext.X`` to
+``dpnb.extensions.X``: both names give the same module object, so state
+(parameters, contexts) is shared whichever name a program uses.  The real
+nnabla is never shadowed: where it is installed, dpnb refuses to stand in."""
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import logging
+import sys
+from types import ModuleType
+
+from .errors import DpnbError
+
+logger = logging.getLogger(__name__)
+
+ROOTS = {"nnabla": "dpnb", "nnabla_ext": "dpnb.extensions"}
+
+
+def dpnb_name(fullname: str) -> str | None:
+    """The dpnb module standing for ``fullname`` (``nnabla.functions`` -> ``dpnb.functions``),
+    or None where ``fullname`` is not an nnabla name."""
+    root, dot, rest = fullname.partition(".")
+    target = ROOTS.get(root)
+    if target is None:
+        return None
+    return f"{target}{dot}{rest}"
+
+
+class _AliasLoader(importlib.abc.Loader):
+    """Loads an nnabla name by importing its dpnb module and registering it under that name."""
+
+    def __init__(self, target: str):
+        self.target = target
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
+        return None  # a placeholder module, replaced in exec_module
+
+    def exec_module(self, module: ModuleType) -> None:
+        # The import system returns whatever sys.modules holds under the name
+        # after exec_module, so the dpnb module itself answers, unchanged.
+        sys.modules[module.__name__] = importlib.import_module(self.target)
+
+
+class _NnablaFinder(importlib.abc.MetaPathFinder):
+    """Finds ``nnabla`` names first in ``sys.meta_path``: their parents are dpnb
+    packages, whose ``__path__`` would otherwise load second copies of dpnb modules."""
+
+    def find_spec(self, fullname: str, path=None, target=None):
+        name = dpnb_name(fullname)
+        if name is None:
+            return None
+        spec = importlib.util.find_spec(name)
+        if spec is None:
+            raise ModuleNotFoundError(
+                f"No module named {fullname!r}: dpnb, standing in for nnabla in this process "
+                f"(dpnb.use_as_nnabla), has no {name!r}; see dpnb's README for the nnabla "
+                "modules it provides", name=fullname)
+        return importlib.util.spec_from_loader(
+            fullname, _AliasLoader(name), is_package=spec.submodule_search_locations is not None)
+
+
+_FINDER = _NnablaFinder()
+
+
+def real_nnabla_location() -> str | None:
+    """Where the real nnabla (or an nnabla extension) is imported or installed, else None."""
+    if active():
+        return None
+    for root in ROOTS:
+        module = sys.modules.get(root)
+        if module is not None:
+            return getattr(module, "__file__", None) or root
+        spec = importlib.util.find_spec(root)
+        if spec is not None:
+            return spec.origin or ", ".join(spec.submodule_search_locations or [root])
+    return None
+
+
+def active() -> bool:
+    """Whether ``nnabla`` names resolve to dpnb in this interpreter."""
+    return _FINDER in sys.meta_path
+
+
+def use_as_nnabla() -> None:
+    """Make ``import nnabla``, ``nnabla.*`` and ``nnabla_ext.*`` give dpnb's modules
+    in this interpreter (a notebook, an engine, a script run by ``dpnb run``)."""
+    if active():
+        return
+    location = real_nnabla_location()
+    if location is not None:
+        raise DpnbError(
+            f"the real nnabla is installed here ({location}), and dpnb does not shadow it; "
+            "use it as it is, or run the program in an environment without nnabla, or "
+            "import dpnb under its own name (import dpnb as nn)")
+    sys.meta_path.insert(0, _FINDER)
+    logger.debug("nnabla names now resolve to dpnb")
+
+
+def use_as_nnabla_unless_installed() -> bool:
+    """``use_as_nnabla()`` where the real nnabla is not importable; True if dpnb now stands in."""
+    location = real_nnabla_location()
+    if location is not None:
+        logger.info("the real nnabla is installed (%s); nnabla names keep resolving to it",
+                    location)
+        return False
+    use_as_nnabla()
+    return True
