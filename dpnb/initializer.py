@@ -88,30 +88,32 @@ class ConstantInitializer(BaseInitializer):
         return np.full(tuple(shape), self.value, dtype=np.float64)
 
 
-def _fan(maps: float, kernel: Sequence[int]) -> float:
-    return float(np.prod(kernel)) * maps
+def _kernel_size(kernel: Sequence[int]) -> np.float64:
+    """K, the number of kernel elements (1 for an empty kernel)."""
+    return np.prod(kernel, dtype=np.float64)
 
 
 def calc_uniform_lim_glorot(inmaps: float, outmaps: float,
-                            kernel: Sequence[int] = (1, 1)) -> tuple[float, float]:
-    """Glorot's uniform limits ``(-b, b)`` with ``b = sqrt(6 / (inmaps * K + outmaps))``,
-    K the product of the kernel sizes (nnabla's definition)."""
-    b = float(np.sqrt(6.0 / (_fan(inmaps, kernel) + outmaps)))
+                            kernel: Sequence[int] = (1, 1)) -> tuple[np.float64, np.float64]:
+    """Glorot's uniform limits ``(-b, b)``, ``b = sqrt(6 / (K * (inmaps + outmaps)))`` with
+    K the product of the kernel sizes, as nnabla defines them (NumPy float64 values)."""
+    b = np.sqrt(6.0 / (_kernel_size(kernel) * (inmaps + outmaps)))
     return -b, b
 
 
-def calc_normal_std_glorot(inmaps: float, outmaps: float, kernel: Sequence[int] = (1, 1)) -> float:
-    """Glorot's standard deviation ``sqrt(2 / (inmaps * K + outmaps))``."""
-    return float(np.sqrt(2.0 / (_fan(inmaps, kernel) + outmaps)))
+def calc_normal_std_glorot(inmaps: float, outmaps: float,
+                           kernel: Sequence[int] = (1, 1)) -> np.float64:
+    """Glorot's standard deviation ``sqrt(2 / (K * (inmaps + outmaps)))`` (nnabla's)."""
+    return np.sqrt(2.0 / (_kernel_size(kernel) * (inmaps + outmaps)))
 
 
 def calc_normal_std_he_forward(inmaps: float, outmaps: float,
-                               kernel: Sequence[int] = (1, 1)) -> float:
-    """He's standard deviation for the forward pass, ``sqrt(2 / (inmaps * K))``."""
-    return float(np.sqrt(2.0 / _fan(inmaps, kernel)))
+                               kernel: Sequence[int] = (1, 1)) -> np.float64:
+    """He's standard deviation for the forward pass, ``sqrt(2 / (K * inmaps))`` (nnabla's)."""
+    return np.sqrt(2.0 / (_kernel_size(kernel) * inmaps))
 
 
 def calc_normal_std_he_backward(inmaps: float, outmaps: float,
-                                kernel: Sequence[int] = (1, 1)) -> float:
-    """He's standard deviation for the backward pass, ``sqrt(2 / (outmaps * K))``."""
-    return float(np.sqrt(2.0 / _fan(outmaps, kernel)))
+                                kernel: Sequence[int] = (1, 1)) -> np.float64:
+    """He's standard deviation for the backward pass, ``sqrt(2 / (K * outmaps))`` (nnabla's)."""
+    return np.sqrt(2.0 / (_kernel_size(kernel) * outmaps))

@@ -63,15 +63,18 @@ def test_default_rng_is_the_seeded_process_generator_looked_up_at_call_time(cls)
 
 
 def test_glorot_and_he_formulas():
-    # nnabla: fan-in N*K (K = product of kernel sizes), fan-out M, without K.
+    # nnabla: K (product of kernel sizes) times the sum of the maps for Glorot.
     n, m, kernel = 16, 8, (3, 3)
-    assert I.calc_uniform_lim_glorot(n, m, kernel) == pytest.approx(
-        (-np.sqrt(6 / (16 * 9 + 8)), np.sqrt(6 / (16 * 9 + 8))))
-    assert I.calc_normal_std_glorot(n, m, kernel) == pytest.approx(np.sqrt(2 / (16 * 9 + 8)))
+    b = np.sqrt(6 / (9 * (16 + 8)))
+    assert I.calc_uniform_lim_glorot(n, m, kernel) == pytest.approx((-b, b))
+    assert I.calc_normal_std_glorot(n, m, kernel) == pytest.approx(np.sqrt(2 / (9 * (16 + 8))))
     assert I.calc_normal_std_he_forward(n, m, kernel) == pytest.approx(np.sqrt(2 / (16 * 9)))
     assert I.calc_normal_std_he_backward(n, m, kernel) == pytest.approx(np.sqrt(2 / (8 * 9)))
     assert I.calc_uniform_lim_glorot(10, 5) == pytest.approx((-0.6324555, 0.6324555))
     assert I.calc_normal_std_he_forward(8, 3) == pytest.approx(0.5)
+    low, high = I.calc_uniform_lim_glorot(4, 2, ())
+    assert type(low) is type(high) is np.float64 and high == -low == 1.0
+    assert type(I.calc_normal_std_glorot(4, 2)) is np.float64
 
 
 def test_seed_tutorial_usage_creates_a_glorot_uniform_parameter():
