@@ -101,7 +101,8 @@ def test_exp_and_log(fn, ref, rng):
     np.testing.assert_allclose(y.d, ref(x))
 
 
-REDUCTIONS = {"sum": (F.sum, np.sum), "mean": (F.mean, np.mean), "max": (F.max, np.max)}
+REDUCTIONS = {"sum": (F.sum, np.sum), "mean": (F.mean, np.mean), "max": (F.max, np.max),
+              "min": (F.min, np.min)}
 AXES = [None, 0, 1, -1, (0, 2), [2, 0], (0, 1, 2)]
 
 
@@ -110,7 +111,7 @@ AXES = [None, 0, 1, -1, (0, 2), [2, 0], (0, 1, 2)]
 @pytest.mark.parametrize("keepdims", [False, True])
 def test_reductions(name, axis, keepdims, rng):
     fn, ref = REDUCTIONS[name]
-    # a shuffled grid: all elements distinct, so the maximum is never tied
+    # a shuffled grid: all elements distinct, so the maximum and minimum are never tied
     x = rng.permutation(24).reshape(2, 3, 4) / 4.0
     y = check_grad(lambda v: fn(v, axis=axis, keepdims=keepdims), [x])
     np_axis = tuple(axis) if isinstance(axis, list) else axis
@@ -151,21 +152,74 @@ def test_max_over_two_axes_picks_the_first_in_row_major_order():
     np.testing.assert_array_equal(x.g, [[[1, 0], [0, 0]], [[0, 1], [0, 0]]])
 
 
+def test_min_gradient_goes_to_the_first_minimum():
+    x = _variable(np.array([[1.0, 0.0, 0.0], [2.0, 2.0, 5.0]]), need_grad=True)
+    y = F.min(x, axis=1)
+    y.forward()
+    y.backward(np.array([10.0, 20.0]))
+    np.testing.assert_array_equal(x.g, [[0, 10, 0], [20, 0, 0]])
+
+
+def _numpy_index(ref_arg, x, axis, keepdims):
+    """NumPy's flat index of the first extreme over ``axis`` (row-major over those axes)."""
+    axes = tuple(range(x.ndim)) if axis is None else tuple(
+        a % x.ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    moved = np.moveaxis(x, sorted(axes), range(x.ndim - len(axes), x.ndim))
+    index = ref_arg(moved.reshape(moved.shape[:x.ndim - len(axes)] + (-1,)), axis=-1)
+    if keepdims:
+        index = index.reshape([1 if i in axes else s for i, s in enumerate(x.shape)])
+    return index
+
+
+@pytest.mark.parametrize("fn, ref, ref_arg", [(F.max, np.max, np.argmax), (F.min, np.min, np.argmin)])
+@pytest.mark.parametrize("axis", AXES)
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_with_index_and_only_index(fn, ref, ref_arg, axis, keepdims, rng):
+    x = np.round(rng.randn(2, 3, 4), 0)  # rounded: ties, where the first one counts
+    expected_index = _numpy_index(ref_arg, x, axis, keepdims)
+    value, index = fn(_variable(x), axis=axis, keepdims=keepdims, with_index=True)
+    only = fn(_variable(x), axis=axis, keepdims=keepdims, only_index=True)
+    for v in (value, index, only):
+        v.forward()
+    np_axis = tuple(axis) if isinstance(axis, list) else axis
+    np.testing.assert_array_equal(value.d, ref(x, axis=np_axis, keepdims=keepdims))
+    for i in (index, only):
+        assert i.dtype == np.uint64 and i.shape == value.shape
+        np.testing.assert_array_equal(i.d, expected_index)
+    y = check_grad(lambda v: fn(v, axis=axis, keepdims=keepdims, with_index=True)[0],
+                   [rng.permutation(24).reshape(2, 3, 4) / 4.0])
+    assert y.shape == value.shape
+
+
+def test_the_index_output_passes_no_gradient_but_only_index_does_as_in_nnabla():
+    x = _variable(np.array([[1.0, 3.0, 2.0], [4.0, 0.0, 4.0]]), need_grad=True)
+    value, index = F.max(x, axis=1, with_index=True)
+    index.forward()
+    index.backward(np.ones(2))
+    np.testing.assert_array_equal(x.g, 0)
+    only = F.min(x, axis=1, only_index=True)
+    only.forward()
+    only.backward(np.array([2, 3], dtype=np.uint64))
+    np.testing.assert_array_equal(x.g, [[2, 0, 0], [0, 3, 0]])
+
+
 @pytest.mark.parametrize("axis, message", [
     (2, r"axis must be an int in \[-2, 2\) for an input of 2 dimensions, got 2"),
     (-3, r"got -3"),
     ((0, -2), r"axis \(0, -2\) names an axis more than once"),
     (1.0, r"got 1.0"),
 ])
-@pytest.mark.parametrize("fn", [F.sum, F.mean, F.max])
+@pytest.mark.parametrize("fn", [F.sum, F.mean, F.max, F.min])
 def test_reductions_reject_bad_axes(fn, axis, message):
     with pytest.raises(DpnbError, match=message):
         fn(nn.Variable((2, 3)), axis=axis)
 
 
-def test_max_rejects_an_empty_axis():
+def test_max_and_min_reject_an_empty_axis():
     with pytest.raises(DpnbError, match=r"Max: cannot take the maximum over an empty axis"):
         F.max(nn.Variable((2, 0)), axis=1)
+    with pytest.raises(DpnbError, match=r"Min: cannot take the minimum over an empty axis"):
+        F.min(nn.Variable((2, 0)), axis=1, with_index=True)
 
 
 OPERATORS = {
@@ -218,6 +272,7 @@ GPU_CASES = {
     "sum": lambda a, b: F.sum(a * b, axis=(0, 2), keepdims=True),
     "mean": lambda a, b: F.mean(a - b, axis=1),
     "max": lambda a, b: F.max(a * b, axis=(1, 2)),
+    "min_with_index": lambda a, b: F.min(a * b, axis=(0, 2), with_index=True)[0],
 }
 
 

@@ -47,7 +47,7 @@ def _axes(fn: Function, axis: int | Sequence[int] | None, ndim: int) -> tuple[in
 __all__ = [
     "add2", "sub2", "mul2", "div2", "pow2",
     "add_scalar", "mul_scalar", "pow_scalar", "r_sub_scalar", "r_div_scalar", "r_pow_scalar",
-    "exp", "log", "sum", "mean", "max",
+    "exp", "log", "sum", "mean", "max", "min",
 ]
 
 
@@ -369,31 +369,89 @@ def mean(x: Variable, axis: int | Sequence[int] | None = None, keepdims: bool = 
     return Mean(axis, keepdims)(x)
 
 
-class Max(_Reduction):
-    """Maximum over axes; the gradient goes to the first maximal element (row-major order)."""
+class _Extremum(_Reduction):
+    """Maximum or minimum over axes, optionally with the flat index (row-major over the
+    reduced axes, uint64 as in nnabla) of the first extreme element.  The gradient of
+    the values (with ``only_index``, of the index output, as nnabla does) goes to that
+    element; the index output of ``with_index`` passes none."""
+
+    kind = ""  # "maximum" or "minimum"
+
+    def __init__(self, axis, keepdims: bool, with_index: bool, only_index: bool):
+        super().__init__(axis, keepdims)
+        self.outputs_kept = "index" if only_index else ("both" if with_index else "value")
 
     def setup(self, inputs):
-        specs = super().setup(inputs)
+        ((shape, dtype),) = super().setup(inputs)
         if any(self.in_shape[a] == 0 for a in self.axes):
-            raise self.error(f"cannot take the maximum over an empty axis of shape {self.in_shape}; "
-                             "reduce only over axes with at least one element")
-        return specs
+            raise self.error(f"cannot take the {self.kind} over an empty axis of shape "
+                             f"{self.in_shape}; reduce only over axes with at least one element")
+        return {"value": [(shape, dtype)], "index": [(shape, np.dtype(np.uint64))],
+                "both": [(shape, dtype), (shape, np.dtype(np.uint64))]}[self.outputs_kept]
+
+    def _flat_index(self, xp, x):
+        """The reduced axes moved last and flattened, and the first extreme's index there."""
+        ndim, k = x.ndim, len(self.axes)
+        moved = xp.moveaxis(x, self.axes, tuple(range(ndim - k, ndim)))
+        flat = moved.reshape(moved.shape[:ndim - k] + (-1,))
+        return moved.shape, flat, self._arg(flat)
 
     def forward(self, xp, xs):
-        return (xs[0].max(axis=self.axes, keepdims=self.keepdims),)
+        (x,) = xs
+        _, flat, index = self._flat_index(xp, x)
+        out_shape = self.kept_shape if self.keepdims else index.shape
+        index = index.astype(np.uint64).reshape(out_shape)
+        if self.outputs_kept == "index":
+            return (index,)
+        value = self._value(x, self.axes, self.keepdims)
+        return (value, index) if self.outputs_kept == "both" else (value,)
 
     def backward(self, xp, xs, ys, gys, need_grads):
-        (x,), (gy,) = xs, gys
-        ndim, k = x.ndim, len(self.axes)
-        last = tuple(range(ndim - k, ndim))
-        moved = xp.moveaxis(x, self.axes, last)
-        flat = moved.reshape(moved.shape[:ndim - k] + (-1,))
-        first = flat.argmax(axis=-1)
+        (x,), gy = xs, gys[0].astype(xs[0].dtype, copy=False)
+        moved_shape, flat, first = self._flat_index(xp, x)
         hit = xp.arange(flat.shape[-1]) == first[..., None]
-        g = (gy.reshape(first.shape)[..., None] * hit).reshape(moved.shape)
+        g = (gy.reshape(first.shape)[..., None] * hit).reshape(moved_shape)
+        last = tuple(range(x.ndim - len(self.axes), x.ndim))
         return (xp.moveaxis(g, last, self.axes),)
 
 
-def max(x: Variable, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Variable:
-    """Maximum of the elements over ``axis`` (an int, a tuple, or None for all axes)."""
-    return Max(axis, keepdims)(x)
+class Max(_Extremum):
+    """Maximum over axes (see ``_Extremum``)."""
+
+    kind = "maximum"
+
+    @staticmethod
+    def _arg(flat):
+        return flat.argmax(axis=-1)
+
+    @staticmethod
+    def _value(x, axes, keepdims):
+        return x.max(axis=axes, keepdims=keepdims)
+
+
+class Min(_Extremum):
+    """Minimum over axes (see ``_Extremum``)."""
+
+    kind = "minimum"
+
+    @staticmethod
+    def _arg(flat):
+        return flat.argmin(axis=-1)
+
+    @staticmethod
+    def _value(x, axes, keepdims):
+        return x.min(axis=axes, keepdims=keepdims)
+
+
+def max(x: Variable, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+        with_index: bool = False, only_index: bool = False):
+    """Maximum of the elements over ``axis`` (an int, a tuple, or None for all axes);
+    ``with_index`` also returns the flat index of the first maximum over the reduced
+    axes (uint64), ``only_index`` returns that index alone, as in nnabla."""
+    return Max(axis, keepdims, with_index, only_index)(x)
+
+
+def min(x: Variable, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+        with_index: bool = False, only_index: bool = False):
+    """Minimum of the elements over ``axis``, with ``with_index`` / ``only_index`` as F.max."""
+    return Min(axis, keepdims, with_index, only_index)(x)
