@@ -1,0 +1,406 @@
+"""nnabla's data sources: the ``DataSource`` protocol that ``DataIterator`` reads,
+``SimpleDataSource`` over a load function, the memory and file caches, and the
+slice a rank reads.  Orders and random draws follow nnabla 1.39 call for call, so
+a program seeded as under nnabla reads its examples in the same order."""
+from __future__ import annotations
+
+import csv
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import DpnbError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SEED = 313
+"""nnabla's seed for the generator a data source makes when given none."""
+MEMORY_CACHE_MAX_BYTES = 1 << 30
+"""nnabla's default limit: a memory cache holds a data set only below this size."""
+FILE_CACHE_EXAMPLES = 100
+"""nnabla's default number of examples per file cache file; shuffling permutes the
+files, then the examples inside each file."""
+MAX_PENDING_GENERATIONS = 15
+"""How many epochs' orders a ``SimpleDataSource`` keeps for slices that lag behind."""
+
+
+def _check_rng(rng: Any) -> Any:
+    if rng is None:
+        return np.random.RandomState(DEFAULT_SEED)
+    if not callable(getattr(rng, "permutation", None)):
+        raise DpnbError(f"rng must be a numpy.random.RandomState or None, got {type(rng).__name__}; "
+                        "pass numpy.random.RandomState(seed)")
+    return rng
+
+
+class DataSource:
+    """Examples addressed by position; subclasses implement ``_get_data(position)``
+    returning a tuple of arrays and set ``self._size`` and ``self._variables``."""
+
+    def __init__(self, shuffle: bool = False, rng: np.random.RandomState | None = None):
+        logger.debug("%s with shuffle=%s", type(self).__name__, shuffle)
+        self._rng = _check_rng(rng)
+        self._shuffle = shuffle
+        self._variables: Sequence[str] | None = None
+        self._size = 0
+        self._position = 0
+        self._order: list[int] | None = None
+        self._closed = False
+
+    def _get_data(self, position: int) -> tuple:
+        raise DpnbError(f"{type(self).__name__} does not implement _get_data(position); a DataSource "
+                        "subclass must define it to return the tuple of arrays of one example")
+
+    def _get_data_of_generation(self, position: int, generation: int) -> tuple:
+        """The example at ``position`` in the order of epoch ``generation``; sources
+        that keep one order per epoch (SimpleDataSource) override it for slices."""
+        return self._get_data(position)
+
+    def _generate_order(self, generation: int) -> None:
+        """Make the order of epoch ``generation`` if not made yet; a hook for slices,
+        which sources without per-epoch orders leave empty."""
+
+    def __next__(self) -> tuple:
+        return self.next()
+
+    def __enter__(self) -> DataSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release what the source holds (files, wrapped sources); safe to call twice."""
+        self._closed = True
+
+    @property
+    def order(self) -> list[int] | None:
+        """The current order of example indexes, where the source keeps one."""
+        return self._order
+
+    @property
+    def variables(self) -> Sequence[str] | None:
+        """Names of the arrays in each example, such as ``('x', 'y')``."""
+        return self._variables
+
+    def next(self) -> tuple:
+        """The example at the current position, moving the position on by one."""
+        data = self._get_data(self._position)
+        self._position += 1
+        return data
+
+    @property
+    def position(self) -> int:
+        """Position of the next example within the current epoch."""
+        return self._position
+
+    @property
+    def size(self) -> int:
+        """Number of examples in one epoch."""
+        return self._size
+
+    @property
+    def shuffle(self) -> bool:
+        """Whether each epoch reads the examples in a new random order."""
+        return self._shuffle
+
+    @shuffle.setter
+    def shuffle(self, value: bool) -> None:
+        self._shuffle = value
+
+    def reset(self) -> None:
+        """Start a new epoch; subclasses reorder here and then call this."""
+        self._position = 0
+
+    def apply_order(self) -> None:
+        """Called by the iterator after a batch in which an epoch ended: the moment
+        for sources with per-epoch orders to move to the next one."""
+
+
+class SimpleDataSource(DataSource):
+    """Examples from ``load_func(index)``; with shuffle, each epoch has its own
+    permutation, kept so that slices of the source read one shared order."""
+
+    def __init__(self, load_func: Callable[[int], Sequence[Any]], num_examples: int,
+                 shuffle: bool = False, rng: np.random.RandomState | None = None):
+        super().__init__(shuffle=shuffle, rng=rng)
+        if not callable(load_func):
+            raise DpnbError(f"load_func must be a function of an example index, got "
+                            f"{type(load_func).__name__}")
+        if isinstance(num_examples, bool) or not isinstance(num_examples, (int, np.integer)) \
+                or num_examples <= 0:
+            raise DpnbError(f"num_examples must be a positive int, got {num_examples!r}")
+        self._load_func = load_func
+        self._size = int(num_examples)
+        first = load_func(0)
+        try:
+            count = len(first)
+        except TypeError:
+            raise DpnbError(f"load_func(0) must return a tuple of arrays, got "
+                            f"{type(first).__name__}; return e.g. (image, label)") from None
+        self._variables = [f"x{i}" for i in range(count)]
+        self._generation = 0
+        self._orders: deque[tuple[int, np.ndarray]] = deque(maxlen=MAX_PENDING_GENERATIONS)
+        self._orders_lock = threading.Lock()
+        self.reset()
+        self._generate_order(0)
+
+    def _get_data(self, position: int) -> tuple:
+        return self._get_data_of_generation(position, self._generation)
+
+    def _get_data_of_generation(self, position: int, generation: int) -> tuple:
+        with self._orders_lock:
+            order = next((o for g, o in self._orders if g == generation), None)
+        if order is None:
+            raise DpnbError(f"the order of epoch {generation} is gone (orders kept: "
+                            f"{[g for g, _ in self._orders]}); slices of one SimpleDataSource "
+                            f"must stay within {MAX_PENDING_GENERATIONS} epochs of each other")
+        return self._load_func(int(order[position]))
+
+    def apply_order(self) -> None:
+        self._generation += 1
+        self._generate_order(self._generation)
+
+    def _generate_order(self, generation: int) -> None:
+        with self._orders_lock:
+            if any(g == generation for g, _ in self._orders):
+                return
+            order = self._rng.permutation(self._size) if self._shuffle else np.arange(self._size)
+            self._orders.append((generation, order))
+
+
+class DataSourceWithMemoryCache(DataSource):
+    """Keeps every example of ``data_source`` in memory after the first epoch, where
+    the data set is under ``buffer_max_size`` bytes; it then shuffles the cache."""
+
+    def __init__(self, data_source: DataSource, shuffle: bool = False,
+                 rng: np.random.RandomState | None = None, *,
+                 buffer_max_size: int = MEMORY_CACHE_MAX_BYTES):
+        super().__init__(shuffle=shuffle, rng=rng)
+        self._data_source = data_source
+        self._size = data_source.size
+        self._variables = data_source.variables
+        self._order = list(range(self._size))
+        self._cache: list[tuple] = []
+        self._generation = -1
+        sample_bytes = sum(np.asarray(d, dtype=np.float32 if isinstance(d, list) else None).nbytes
+                           for d in data_source._get_data(0))
+        self._on_memory = sample_bytes * self._size < buffer_max_size
+        logger.debug("memory cache of %d examples of %d bytes: %s", self._size, sample_bytes,
+                     "in memory" if self._on_memory else "passing through")
+
+    @property
+    def data_source(self) -> DataSource:
+        """The wrapped source."""
+        return self._data_source
+
+    @property
+    def on_memory(self) -> bool:
+        """Whether the examples are kept in memory (else every read goes to the source)."""
+        return self._on_memory
+
+    def _get_data(self, position: int) -> tuple:
+        if self._on_memory:
+            index = self._order[position]
+            if index < len(self._cache):
+                data = self._cache[index]
+            else:
+                data = self._data_source._get_data(position)
+                self._cache.append(data)
+        else:
+            data = self._data_source._get_data(position)
+        self._position = position
+        return data
+
+    def reset(self) -> None:
+        if self._on_memory:
+            self._generation += 1
+            if self._shuffle and self._generation > 0:
+                self._order = list(self._rng.permutation(self._size))
+            else:
+                self._order = list(range(self._size))
+            if self._position == 0:
+                self._generation = -1
+            else:
+                self._data_source._position = self._position
+                self._data_source.reset()
+        else:
+            self._data_source.reset()
+        super().reset()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._data_source.close()
+        super().close()
+
+
+class DataSourceWithFileCache(DataSource):
+    """Writes every example of ``data_source`` to .npy cache files (nnabla's layout:
+    ``<prefix>_<first>_<last>.npy`` with ``cache_index.csv`` and ``cache_info.csv``)
+    and reads them back; without ``cache_dir`` the files live in a temporary
+    directory removed on close."""
+
+    def __init__(self, data_source: DataSource, cache_dir: str | os.PathLike | None = None,
+                 cache_file_name_prefix: str = "cache", shuffle: bool = False,
+                 rng: np.random.RandomState | None = None):
+        super().__init__(shuffle=shuffle, rng=rng)
+        self._data_source = data_source
+        self._size = data_source.size
+        self._variables = data_source.variables
+        self._prefix = cache_file_name_prefix
+        self._lock = threading.Lock()
+        if cache_dir is None:
+            self._cache_dir = tempfile.mkdtemp(prefix="dpnb_cache_")
+            self._remove_dir = weakref.finalize(self, shutil.rmtree, self._cache_dir, True)
+        else:
+            self._cache_dir = os.fspath(cache_dir)
+            os.makedirs(self._cache_dir, exist_ok=True)
+            self._remove_dir = None
+        self._files: list[str] = []
+        self._file_order: list[int] = []
+        self._row_orders: list[list[int]] = []
+        self._current_file = -1
+        self._current_arrays: list[np.ndarray] = []
+        self._generation = -1
+        try:
+            self._write_cache()
+        except BaseException:
+            self.close()
+            raise
+        self._make_schedule()
+
+    @property
+    def data_source(self) -> DataSource:
+        """The wrapped source."""
+        return self._data_source
+
+    @property
+    def cache_dir(self) -> str:
+        """The directory holding the cache files."""
+        return self._cache_dir
+
+    def _write_cache(self) -> None:
+        logger.info("writing a file cache of %d examples to %s", self._size, self._cache_dir)
+        for start in range(0, self._size, FILE_CACHE_EXAMPLES):
+            stop = min(start + FILE_CACHE_EXAMPLES, self._size)
+            examples = [self._data_source._get_data(p) for p in range(start, stop)]
+            path = os.path.join(self._cache_dir, f"{self._prefix}_{start:08d}_{stop - 1:08d}.npy")
+            with open(path, "wb") as f:
+                for i, name in enumerate(self._variables):
+                    np.save(f, self._stack(name, [e[i] for e in examples]), allow_pickle=False)
+            self._files.append(path)
+            self._file_order.append(len(self._file_order))
+            self._row_orders.append(list(range(stop - start)))
+        with open(os.path.join(self._cache_dir, "cache_index.csv"), "w", newline="") as f:
+            writer = csv.writer(f, lineterminator="\n")
+            for path, rows in zip(self._files, self._row_orders):
+                writer.writerow((os.path.basename(path), len(rows)))
+        with open(os.path.join(self._cache_dir, "cache_info.csv"), "w", newline="") as f:
+            writer = csv.writer(f, lineterminator="\n")
+            for name in self._variables:
+                writer.writerow((name,))
+
+    @staticmethod
+    def _stack(name: str, values: list) -> np.ndarray:
+        """One variable of a file's examples as one array; values that are not arrays
+        become float32, as in nnabla's cache."""
+        try:
+            values = [v if isinstance(v, np.ndarray) else np.array(v).astype(np.float32)
+                      for v in values]
+        except (TypeError, ValueError) as e:
+            raise DpnbError(f"variable {name!r} has a value that is not numeric ({e}); a file "
+                            "cache stores numeric arrays only: return NumPy arrays") from e
+        shapes = sorted({v.shape for v in values})
+        if len(shapes) > 1:
+            raise DpnbError(f"variable {name!r} has examples of different shapes {shapes}; a file "
+                            "cache needs one shape per variable: pad or resize in _get_data")
+        stacked = np.stack(values)
+        if stacked.dtype == object:
+            raise DpnbError(f"variable {name!r} holds Python objects; a file cache stores numeric "
+                            "arrays only: return NumPy arrays from _get_data")
+        return stacked
+
+    def _make_schedule(self) -> None:
+        """Position -> (file, row) for the current file and row orders."""
+        self._schedule = [(f, r) for f in self._file_order for r in self._row_orders[f]]
+        self._order = [f * FILE_CACHE_EXAMPLES + r for f, r in self._schedule]
+
+    def _get_data(self, position: int) -> tuple:
+        with self._lock:
+            self._position = position
+            file, row = self._schedule[position]
+            if file != self._current_file:
+                path = self._files[file]
+                if not os.path.exists(path):
+                    raise DpnbError(f"cache file {path!r} is missing; it was removed while in "
+                                    "use: keep the cache directory until the iterator is closed")
+                with open(path, "rb") as f:
+                    self._current_arrays = [np.load(f, allow_pickle=False) for _ in self._variables]
+                self._current_file = file
+            return tuple(a[row] for a in self._current_arrays)
+
+    def reset(self) -> None:
+        with self._lock:
+            if self._shuffle:
+                self._file_order = list(self._rng.permutation(self._file_order))
+                for i, rows in enumerate(self._row_orders):
+                    self._row_orders[i] = list(self._rng.permutation(rows))
+            self._make_schedule()
+            self._data_source.reset()
+            self._position = 0
+            self._generation += 1
+
+    def close(self) -> None:
+        if not self._closed:
+            if self._remove_dir is not None:
+                self._remove_dir()
+            self._data_source.close()
+        super().close()
+
+
+class SlicedDataSource(DataSource):
+    """Positions ``slice_start`` to ``slice_end`` of ``data_source``, read in the
+    order the whole source has in each epoch: how a rank reads its shard."""
+
+    def __init__(self, data_source: DataSource, shuffle: bool = False,
+                 rng: np.random.RandomState | None = None, slice_start: int | None = None,
+                 slice_end: int | None = None):
+        super().__init__(shuffle=shuffle, rng=rng)
+        if slice_start is None or slice_end is None or not 0 <= slice_start < slice_end \
+                or slice_end > data_source.size:
+            raise DpnbError(f"a slice needs 0 <= slice_start < slice_end <= {data_source.size} "
+                            f"(the source's size), got slice_start={slice_start!r}, "
+                            f"slice_end={slice_end!r}")
+        self._data_source = data_source
+        self._variables = data_source.variables[:]
+        self._slice_start = int(slice_start)
+        self._slice_end = int(slice_end)
+        self._size = self._slice_end - self._slice_start
+        self._generation = 0
+
+    @property
+    def data_source(self) -> DataSource:
+        """The whole source this slice reads from."""
+        return self._data_source
+
+    def apply_order(self) -> None:
+        self._generation += 1
+        self._data_source._generate_order(self._generation)
+
+    def reset(self) -> None:
+        self._data_source.reset()
+        self._data_source._position = self._slice_start
+        self._position = 0
+
+    def _get_data(self, position: int) -> tuple:
+        self._position = position
+        return self._data_source._get_data_of_generation(self._slice_start + position,
+                                                         self._generation)
