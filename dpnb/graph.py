@@ -1,10 +1,21 @@
 """The computation graph: variables, the Function base class, and the forward
 and backward passes over a graph defined once and re-run (define-and-run), or
-computed as it is built (``auto_forward``)."""
+computed as it is built (``auto_forward``).
+
+A graph that is re-run keeps its schedule: the first ``forward``/``backward``
+from a variable orders the functions it depends on and plans what to free and
+where each gradient goes; later runs reuse that plan.  The functions upstream of
+a variable never change by building more graph, so the plan stays valid until
+something reshapes or rewires a graph (``reset_shape``, setting ``parent``),
+which every plan notices through a global counter; the leaves' ``need_grad``
+may change between runs, and the backward plan is checked against it."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import itertools
+import logging
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
 
 import numpy as np
@@ -13,7 +24,14 @@ from .context import Context, array_module_of, get_current_context, to_module
 from .errors import DpnbError
 from .ndarray import NdArray
 
+logger = logging.getLogger(__name__)
+
+Hook = Callable[["Function"], object]
+
 _auto_forward = False
+_no_grad = False
+_epoch = 0  # bumped whenever a graph is reshaped or rewired: plans made before are stale
+_serial = itertools.count()  # creation order of functions, for function_references
 
 
 def get_auto_forward() -> bool:
@@ -37,19 +55,53 @@ def auto_forward(auto: bool = True) -> Iterator[None]:
         set_auto_forward(previous)
 
 
+def get_no_grad() -> bool:
+    """Whether a ``no_grad`` block is active (parameters are then handed out without gradients)."""
+    return _no_grad
+
+
+@contextlib.contextmanager
+def no_grad(no_grad_: bool = True) -> Iterator[None]:
+    """No gradients for what is built inside the block, as nnabla: parameters come
+    without ``need_grad``, and in ``auto_forward`` mode the results are computed
+    without being linked into a graph, so their inputs can be freed at once."""
+    global _no_grad
+    previous = _no_grad
+    _no_grad = bool(no_grad_)
+    try:
+        yield
+    finally:
+        _no_grad = previous
+
+
+def _graph_changed() -> None:
+    global _epoch
+    _epoch += 1
+
+
+_SETTABLE = ("d", "g", "data", "grad", "need_grad", "persistent", "name", "info", "parent")
+
+
 class Variable:
     """A node of data in the graph: an array, its gradient, and the function that made it."""
 
-    def __init__(self, shape: Sequence[int] = (), need_grad: bool = False, dtype=None):
+    def __init__(self, shape: int | Sequence[int] = (), need_grad: bool = False, dtype=None):
         ctx = get_current_context()
-        shape = tuple(int(s) for s in shape)
-        if any(s < 0 for s in shape):
-            raise DpnbError(f"Variable shape must have non-negative sizes, got {shape}")
-        self._data = NdArray(shape, dtype or ctx.dtype, ctx.xp, owner=f"Variable{shape}")
-        self._grad: NdArray | None = None
-        self.need_grad = bool(need_grad)
+        data = NdArray(shape, dtype=dtype or ctx.dtype, xp=ctx.xp)
+        data.owner = f"Variable{data.shape}"
+        self._init(data, bool(need_grad), None)
+
+    def _init(self, data: NdArray, need_grad: bool, parent: "Function | None",
+              grad: NdArray | None = None) -> None:
+        self._data = data
+        self._grad = grad
+        self.need_grad = need_grad
         self.persistent = False
-        self.parent: Function | None = None
+        self._parent = parent
+        self._schedule: _Schedule | None = None
+        self._consumers: weakref.WeakSet | None = None
+        self.name = ""
+        self.info = None
 
     @classmethod
     def from_numpy_array(cls, data, grad=None, need_grad: bool = False) -> "Variable":
@@ -61,16 +113,36 @@ class Variable:
             v.g = grad
         return v
 
+    def apply(self, **kwargs) -> "Variable":
+        """Set attributes (``need_grad=``, ``persistent=``, ``name=`` ...) and return self, for chaining."""
+        for key, value in kwargs.items():
+            if key not in _SETTABLE:
+                raise DpnbError(f"Variable.apply: {key!r} is not a settable attribute of a variable; "
+                                f"expected some of {', '.join(_SETTABLE)}")
+            setattr(self, key, value)
+        return self
+
     # -- arrays -----------------------------------------------------------
     @property
     def data(self) -> NdArray:
         return self._data
 
+    @data.setter
+    def data(self, value) -> None:
+        """Copy an NdArray's (or array's) values into this variable's data."""
+        self._data.data = value
+
     @property
     def grad(self) -> NdArray:
         if self._grad is None:
-            self._grad = NdArray(self.shape, self.dtype, self._data.xp, owner=f"gradient of {self._data.owner}")
+            data = self._data
+            self._grad = NdArray(data.shape, dtype=data.dtype, xp=data.xp,
+                                 owner=f"gradient of {data.owner}")
         return self._grad
+
+    @grad.setter
+    def grad(self, value) -> None:
+        self.grad.data = value
 
     @property
     def d(self):
@@ -104,94 +176,148 @@ class Variable:
     def size(self) -> int:
         return self._data.size
 
+    def size_from_axis(self, axis: int = -1) -> int:
+        """The number of elements in the axes from ``axis`` on; the whole size for ``axis <= 0``."""
+        return self._data.size_from_axis(axis)
+
     def __len__(self) -> int:
         return self.shape[0]
 
-    def unlinked(self) -> "Variable":
-        """A new leaf variable sharing this one's data and gradient, cut from the graph."""
+    # -- graph links ------------------------------------------------------
+    @property
+    def parent(self) -> "Function | None":
+        """The function that computes this variable; None for a leaf."""
+        return self._parent
+
+    @parent.setter
+    def parent(self, func: "Function | None") -> None:
+        """Re-link this variable: None cuts it from its graph (it becomes a leaf);
+        a function must have it among its outputs."""
+        if func is not None and not (isinstance(func, Function)
+                                     and any(y is self for y in func.outputs)):
+            raise DpnbError(f"parent must be None or a Function that has this variable among its "
+                            f"outputs, got {func!r}")
+        self._parent = func
+        _graph_changed()
+
+    @property
+    def rank(self) -> int:
+        """The depth of this variable in its graph: 0 for a leaf, else one more than
+        the deepest input of its parent."""
+        return 0 if self._parent is None else self._parent.rank
+
+    @property
+    def function_references(self) -> list["Function"]:
+        """The live functions that take this variable as an input, the newest first."""
+        if not self._consumers:
+            return []
+        return sorted(self._consumers, key=lambda f: f.serial, reverse=True)
+
+    def get_unlinked_variable(self, need_grad: bool | None = None) -> "Variable":
+        """A new leaf sharing this variable's data and gradient, cut from the graph;
+        ``need_grad`` defaults to this variable's."""
         v = Variable.__new__(Variable)
-        v._data, v._grad = self._data, self.grad
-        v.need_grad, v.persistent, v.parent = self.need_grad, self.persistent, None
+        v._init(self._data, self.need_grad if need_grad is None else bool(need_grad), None,
+                grad=self.grad)
         return v
+
+    def unlinked(self, need_grad: bool | None = None) -> "Variable":
+        """The older name of ``get_unlinked_variable``."""
+        return self.get_unlinked_variable(need_grad)
+
+    def reshape(self, shape: Sequence[int], unlink: bool = False) -> "Variable":
+        """This variable in a new shape, sharing its data.  Linked (the default),
+        the result is computed by a Reshape in the graph, so gradients flow back to
+        this variable; with ``unlink`` it is a new leaf sharing data and gradient."""
+        if unlink:
+            v = Variable.__new__(Variable)
+            data = NdArray(shape, dtype=self.dtype, xp=self._data.xp, owner=f"reshaped {self._data.owner}")
+            if data.size != self.size:
+                raise DpnbError(f"cannot reshape {self.shape} ({self.size} elements) to "
+                                f"{data.shape}; the new shape must hold the same number of elements")
+            data.bind(self.d.reshape(data.shape))
+            grad = NdArray(data.shape, dtype=self.dtype, xp=self._data.xp,
+                           owner=f"gradient of {data.owner}")
+            grad.bind(self.g.reshape(data.shape))
+            v._init(data, self.need_grad, None, grad=grad)
+            return v
+        from . import functions as F
+        y = F.reshape(self, shape, inplace=True)
+        if self._data.allocated:
+            y._data.bind(self._data.data.reshape(y.shape))
+        return y
+
+    def reset_shape(self, shape: Sequence[int], force: bool = False) -> None:
+        """Change this variable's shape in place: same size keeps the values; a new
+        size needs ``force=True`` and starts from zeros.  Functions reading it set
+        themselves up again at the next forward."""
+        self._data.reset_shape(shape, force)
+        if self._grad is not None:
+            self._grad.reset_shape(shape, force)
+        _graph_changed()
 
     def __repr__(self) -> str:
         return f"<Variable({self.shape}, need_grad={self.need_grad}) at {id(self):#x}>"
 
     # -- passes -----------------------------------------------------------
-    def forward(self, clear_buffer: bool = False, clear_no_need_grad: bool = False) -> None:
+    def _plan(self) -> "_Schedule":
+        schedule = self._schedule
+        if schedule is None or schedule.epoch != _epoch:
+            schedule = self._schedule = _Schedule([self])
+        return schedule
+
+    def forward(self, clear_buffer: bool = False, clear_no_need_grad: bool = False,
+                function_pre_hook: Hook | None = None,
+                function_post_hook: Hook | None = None) -> None:
         """Recompute this variable from the graph's leaves.
 
         ``clear_buffer`` frees intermediate results as soon as no later function
         needs them (inference); ``clear_no_need_grad`` frees only those that
-        backward will not read either."""
-        order = _functions_in_order(self)
-        last_use = _last_uses(order)
-        keep = _read_by_backward(order) if clear_no_need_grad and not clear_buffer else set()
-        for step, fn in enumerate(order):
-            fn._run_forward()
-            if not (clear_buffer or clear_no_need_grad):
-                continue
-            for x in fn.inputs:
-                if (x.parent is not None and not x.persistent and x is not self
-                        and last_use[id(x)] == step and id(x) not in keep):
-                    x._data.free()
+        backward will not read either.  The hooks are called with each function
+        just before and just after it runs."""
+        self._plan().forward([self], clear_buffer, clear_no_need_grad,
+                             function_pre_hook, function_post_hook)
 
-    def backward(self, grad=None, clear_buffer: bool = False, communicator_callbacks=None) -> None:
+    def backward(self, grad=1, clear_buffer: bool = False, communicator_callbacks=None,
+                 function_pre_hook: Hook | None = None,
+                 function_post_hook: Hook | None = None) -> None:
         """Back-propagate from this variable into every leaf that needs a gradient.
 
-        ``grad`` defaults to 1 for a variable of one element; others need it
-        given.  Leaf gradients (parameters) accumulate until zeroed; the
+        ``grad`` (a scalar, array or NdArray) is this variable's gradient for this
+        pass, broadcast to its shape (1: ones); None uses the gradient it holds
+        (``y.g = G; y.backward(grad=None)``).  This variable's own gradient is left
+        as it is.  Leaf gradients (parameters) accumulate until zeroed; the
         gradients of intermediate variables are those of this call.
         ``communicator_callbacks`` get ``on_finish_function_backward(fn)`` after
         each function and ``on_finish()`` at the end (gradient all-reduce
-        overlapped with backward)."""
-        if grad is None:
-            if self.size != 1:
-                raise DpnbError(
-                    f"backward() without a gradient needs a variable of one element, but "
-                    f"this one has shape {self.shape}; reduce it first (F.mean / F.sum) or "
-                    "pass grad=<array of that shape>")
-            grad = 1
-        seed = self._data.xp.empty(self.shape, self.dtype)
-        seed[...] = to_module(grad, self._data.xp) if hasattr(grad, "shape") else grad
+        overlapped with backward); the hooks are called with each function just
+        before and after its backward."""
+        if self._parent is None:
+            raise DpnbError("backward() starts from a variable computed by a function, but this "
+                            "one is a leaf (it has no parent); call it on the loss, or on a "
+                            "variable of the graph built from this one")
         callbacks = _as_list(communicator_callbacks)
+        self._plan().backward(self, self._seed(grad), clear_buffer, callbacks,
+                              function_pre_hook, function_post_hook)
 
-        order = _functions_in_order(self)
-        needs = _grad_requirements(order)
-        pending: dict[int, object] = {id(self): seed}
-        if self.parent is None:
-            _accumulate_leaf(self, seed)
-        for fn in reversed(order):
-            if not any(needs[id(y)] for y in fn.outputs):
-                continue
-            xp = fn.xp
-            gys = [pending.pop(id(y), None) for y in fn.outputs]
-            for y, gy in zip(fn.outputs, gys):
-                if gy is not None and (not clear_buffer or y.persistent or y is self):
-                    y.grad.bind(gy.astype(y.dtype, copy=False))
-            gys = [xp.zeros(y.shape, y.dtype) if gy is None else to_module(gy, xp)
-                   for y, gy in zip(fn.outputs, gys)]
-            need_grads = [needs[id(x)] for x in fn.inputs]
-            xs = [to_module(x.d, xp) for x in fn.inputs] if fn.grad_depends_on_inputs else None
-            ys = [y.d for y in fn.outputs] if fn.grad_depends_on_outputs else None
-            gxs = fn.backward(xp, xs, ys, gys, need_grads)
-            for x, gx, need in zip(fn.inputs, gxs, need_grads):
-                if not need or gx is None:
-                    continue
-                if x.parent is None:
-                    _accumulate_leaf(x, gx)
-                elif id(x) in pending:
-                    pending[id(x)] = pending[id(x)] + gx
-                else:
-                    pending[id(x)] = gx
-            if clear_buffer:
-                for y in fn.outputs:
-                    if not y.persistent and y is not self:
-                        y._data.free()
-            for cb in callbacks:
-                cb.on_finish_function_backward(fn)
-        for cb in callbacks:
-            cb.on_finish()
+    def _seed(self, grad):
+        """The gradient backward starts from, as an array of this variable's shape and type."""
+        xp = self._data.xp
+        if grad is None:
+            return self.g.copy()
+        if isinstance(grad, NdArray):
+            grad = grad.data
+        elif isinstance(grad, (list, tuple)):
+            grad = np.asarray(grad)
+        if not hasattr(grad, "shape"):
+            return xp.full(self.shape, grad, self.dtype)
+        grad = to_module(grad, xp)
+        if grad.ndim and tuple(grad.shape) != self.shape:
+            raise DpnbError(f"backward(grad=...) needs a scalar or an array of this variable's "
+                            f"shape {self.shape}, got shape {tuple(grad.shape)}")
+        seed = xp.empty(self.shape, self.dtype)
+        seed[...] = grad
+        return seed
 
     # -- operators (nnabla's arithmetic on variables) ----------------------
     def __add__(self, other):
@@ -238,6 +364,22 @@ class Variable:
         return self
 
 
+def forward_all(variables: Sequence[Variable], clear_buffer: bool = False,
+                clear_no_need_grad: bool = False, function_pre_hook: Hook | None = None,
+                function_post_hook: Hook | None = None) -> None:
+    """Forward of several variables that share a graph, running each function once;
+    with ``clear_buffer`` the given variables are kept, whatever their ``persistent``."""
+    if isinstance(variables, Variable) or not isinstance(variables, Sequence):
+        raise DpnbError(f"forward_all expects a list of nn.Variable, got {type(variables).__name__}; "
+                        "wrap a single variable in a list, or call its forward()")
+    roots = list(variables)
+    for i, v in enumerate(roots):
+        if not isinstance(v, Variable):
+            raise DpnbError(f"forward_all: item {i} must be an nn.Variable, got {type(v).__name__}")
+    _Schedule(roots).forward(roots, clear_buffer, clear_no_need_grad,
+                             function_pre_hook, function_post_hook)
+
+
 class Function:
     """One operation of the graph, with its forward and backward side by side.
 
@@ -260,6 +402,8 @@ class Function:
     inputs: list[Variable]
     outputs: list[Variable]
     context: Context
+    rank: int    # the rank of its outputs: one more than its deepest input's
+    serial: int  # creation order
 
     @property
     def name(self) -> str:
@@ -267,7 +411,8 @@ class Function:
 
     @property
     def xp(self) -> ModuleType:
-        return self.context.xp
+        """The array module this function computes with (on a GPU: after selecting its device)."""
+        return np if self._xp is np else self.context.xp
 
     def setup(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], np.dtype]]:
         raise NotImplementedError
@@ -283,34 +428,76 @@ class Function:
         """An error naming this function, to raise from ``setup``."""
         return DpnbError(f"{self.name}: {message}")
 
+    def __repr__(self) -> str:
+        return f"<Function {self.name} at {id(self):#x}>"
+
     def __call__(self, *inputs: Variable):
         """Add this function to the graph; returns its output variable(s)."""
         for i, x in enumerate(inputs):
             if not isinstance(x, Variable):
                 raise self.error(f"input {i} must be an nn.Variable, got {type(x).__name__}; "
                                  "wrap arrays with nn.Variable.from_numpy_array(...)")
-        self.context = get_current_context()
+        self.context = ctx = get_current_context()
+        self._xp = xp = ctx.xp
         self.inputs = list(inputs)
         specs = self.setup(self.inputs)
-        need_grad = self.differentiable and any(x.need_grad for x in inputs)
+        self._note_inputs()
+        self.serial = next(_serial)
+        self.rank = 1 + max((x.rank for x in inputs), default=0)
+        linked = not (_auto_forward and _no_grad)  # no_grad in eager mode builds no graph
+        need_grad = linked and self.differentiable and any(x.need_grad for x in inputs)
+        parent = self if linked else None
         self.outputs = []
         for shape, dtype in specs:
             y = Variable.__new__(Variable)
-            y._data = NdArray(shape, dtype, self.xp, owner=f"output of {self.name}")
-            y._grad, y.need_grad, y.persistent, y.parent = None, need_grad, False, self
+            y._init(NdArray(shape, dtype=dtype, xp=xp, owner=f"output of {self.name}"),
+                    need_grad, parent)
             self.outputs.append(y)
+        self._out_handles = [y._data for y in self.outputs]
+        if linked:
+            for x in inputs:
+                if x._consumers is None:
+                    x._consumers = weakref.WeakSet()
+                x._consumers.add(self)
         if _auto_forward:
             self._run_forward()
         return self.outputs[0] if len(self.outputs) == 1 else tuple(self.outputs)
 
+    def _note_inputs(self) -> None:
+        """Remember what ``setup`` saw, and whether inputs must move to this function's device."""
+        self._in_shapes = [x.shape for x in self.inputs]
+        self._in_handles = [x._data for x in self.inputs]
+        self._mixed = any(h.xp is not self._xp for h in self._in_handles)
+
+    def _setup_again_if_reshaped(self) -> None:
+        """Set up again where an input's shape changed since (``reset_shape``), as nnabla does."""
+        shapes = [x.shape for x in self.inputs]
+        if shapes == self._in_shapes:
+            return
+        logger.info("%s: input shapes changed from %s to %s; setting it up again",
+                    self.name, self._in_shapes, shapes)
+        specs = self.setup(self.inputs)
+        self._note_inputs()
+        for y, (shape, _) in zip(self.outputs, specs):
+            if tuple(shape) != y.shape:
+                y._data.reset_shape(shape, force=True)
+                if y._grad is not None:
+                    y._grad.reset_shape(shape, force=True)
+
     def _run_forward(self) -> None:
         xp = self.xp
-        ys = self.forward(xp, [to_module(x.d, xp) for x in self.inputs])
-        for y, array in zip(self.outputs, ys):
-            if tuple(array.shape) != y.shape:
+        if self._mixed:
+            xs = [to_module(h.data, xp) for h in self._in_handles]
+        else:
+            xs = [h.data for h in self._in_handles]
+        ys = self.forward(xp, xs)
+        for handle, array in zip(self._out_handles, ys):
+            if array.shape != handle.shape:
                 raise DpnbError(f"{self.name} computed shape {tuple(array.shape)} but declared "
-                                f"{y.shape}; this is a bug in dpnb, please report it")
-            y._data.bind(array if array.dtype == y.dtype else array.astype(y.dtype))
+                                f"{handle.shape}; this is a bug in dpnb, please report it")
+            if isinstance(array, np.generic):  # NumPy reductions return scalars: keep arrays
+                array = np.asarray(array)
+            handle.bind(array if array.dtype == handle.dtype else array.astype(handle.dtype))
 
 
 def _as_list(callbacks) -> list:
@@ -319,41 +506,182 @@ def _as_list(callbacks) -> list:
     return list(callbacks) if isinstance(callbacks, (list, tuple)) else [callbacks]
 
 
-def _functions_in_order(root: Variable) -> list[Function]:
-    """The functions ``root`` depends on, each after all of its inputs' producers."""
+class _Schedule:
+    """What running a graph up to some roots needs: its functions in order, the
+    variables each step may free, and (per leaf ``need_grad`` state) the backward
+    plan.  Valid while the graph epoch it was made in lasts."""
+
+    def __init__(self, roots: list[Variable]):
+        self.epoch = _epoch
+        self.order = _functions_in_order(roots)
+        for fn in self.order:
+            fn._setup_again_if_reshaped()
+        self.root_ids = {id(v) for v in roots}
+        seen: set[int] = set()
+        self.leaves = [x for fn in self.order for x in fn.inputs
+                       if x._parent is None and not (id(x) in seen or seen.add(id(x)))]
+        self._needs_for: tuple | None = None
+        self._needs: dict[int, bool] = {}
+        self._backward_plan: list = []
+        self._slots: dict[int, int] = {}
+        self._frees: dict[tuple, list[list[Variable]]] = {}
+
+    # -- forward ----------------------------------------------------------
+    def forward(self, roots: list[Variable], clear_buffer: bool, clear_no_need_grad: bool,
+                pre: Hook | None, post: Hook | None) -> None:
+        clearing = clear_buffer or clear_no_need_grad
+        if not (clearing or pre or post):
+            for fn in self.order:
+                fn._run_forward()
+            return
+        frees = self._frees_for(clear_buffer) if clearing else None
+        for step, fn in enumerate(self.order):
+            if pre is not None:
+                pre(fn)
+            fn._run_forward()
+            if post is not None:
+                post(fn)
+            if frees is not None:
+                for x in frees[step]:
+                    if not x.persistent:
+                        x._data.free()
+
+    def _frees_for(self, clear_buffer: bool) -> list[list[Variable]]:
+        """Per step, the intermediates no later function reads (and, unless
+        ``clear_buffer``, that backward does not read either)."""
+        key = (True,) if clear_buffer else (False, self._leaf_flags())
+        if key not in self._frees:
+            keep = set() if clear_buffer else self._read_by_backward()
+            last_use = {id(x): (step, x) for step, fn in enumerate(self.order) for x in fn.inputs}
+            frees: list[list[Variable]] = [[] for _ in self.order]
+            for key_id, (step, x) in last_use.items():
+                if x._parent is not None and key_id not in self.root_ids and key_id not in keep:
+                    frees[step].append(x)
+            self._frees[key] = frees
+        return self._frees[key]
+
+    def _read_by_backward(self) -> set[int]:
+        needs = self._grad_needs()
+        read: set[int] = set()
+        for fn in self.order:
+            if any(needs[id(y)] for y in fn.outputs):
+                if fn.grad_depends_on_inputs:
+                    read.update(id(x) for x in fn.inputs)
+                if fn.grad_depends_on_outputs:
+                    read.update(id(y) for y in fn.outputs)
+        return read
+
+    # -- backward ---------------------------------------------------------
+    def _leaf_flags(self) -> tuple[bool, ...]:
+        return tuple([x.need_grad for x in self.leaves])
+
+    def _grad_needs(self) -> dict[int, bool]:
+        """Which variables need a gradient now: leaves by their ``need_grad``,
+        intermediates when a differentiable function links them to such a leaf.
+        Re-derived (with the backward plan) only when a leaf's flag changed."""
+        flags = self._leaf_flags()
+        if flags != self._needs_for:
+            self._needs = _grad_requirements(self.order)
+            self._backward_plan, self._slots = self._make_backward_plan(self._needs)
+            self._needs_for = flags
+        return self._needs
+
+    def _make_backward_plan(self, needs: dict[int, bool]) -> tuple[list, dict[int, int]]:
+        """Per function that runs backward (last first): its outputs' gradient slots,
+        its inputs' need_grads, and where each input's gradient goes: ``None``,
+        ``(True, leaf, move)`` (accumulate) or ``(False, slot, move)`` (pending),
+        ``move`` the input's array module where it is not the function's, else None."""
+        slots: dict[int, int] = {}
+        for fn in self.order:
+            for y in fn.outputs:
+                slots[id(y)] = len(slots)
+        plan = []
+        for fn in reversed(self.order):
+            if not any(needs[id(y)] for y in fn.outputs):
+                continue
+            need_grads = [needs[id(x)] for x in fn.inputs]
+            targets = []
+            for x, need in zip(fn.inputs, need_grads):
+                move = x._data.xp if x._data.xp is not fn._xp else None
+                if not need:
+                    targets.append(None)
+                elif x._parent is None:
+                    targets.append((True, x, move))
+                else:
+                    targets.append((False, slots[id(x)], move))
+            plan.append((fn, [slots[id(y)] for y in fn.outputs], need_grads, targets))
+        return plan, slots
+
+    def backward(self, root: Variable, seed, clear_buffer: bool, callbacks: list,
+                 pre: Hook | None, post: Hook | None) -> None:
+        self._grad_needs()
+        pending: list = [None] * len(self._slots)
+        pending[self._slots[id(root)]] = seed
+        for fn, out_slots, need_grads, targets in self._backward_plan:
+            if pre is not None:
+                pre(fn)
+            xp = fn.xp
+            gys = []
+            for y, slot in zip(fn.outputs, out_slots):
+                gy = pending[slot]
+                if gy is None:
+                    gy = xp.zeros(y.shape, y.dtype)
+                else:
+                    pending[slot] = None
+                    if y is not root and (not clear_buffer or y.persistent):
+                        y.grad.bind(gy if gy.dtype == y.dtype else gy.astype(y.dtype))
+                gys.append(gy)
+            if fn.grad_depends_on_inputs:
+                xs = [h.data for h in fn._in_handles]
+                if fn._mixed:
+                    xs = [to_module(x, xp) for x in xs]
+            else:
+                xs = None
+            ys = [h.data for h in fn._out_handles] if fn.grad_depends_on_outputs else None
+            gxs = fn.backward(xp, xs, ys, gys, need_grads)
+            for target, gx in zip(targets, gxs):
+                if target is None or gx is None:
+                    continue
+                is_leaf, where, move = target
+                if move is not None:
+                    gx = to_module(gx, move)
+                if is_leaf:
+                    _accumulate_leaf(where, gx)
+                else:
+                    current = pending[where]
+                    pending[where] = gx if current is None else current + gx
+            if clear_buffer:
+                for y in fn.outputs:
+                    if not y.persistent and y is not root:
+                        y._data.free()
+            if post is not None:
+                post(fn)
+            for cb in callbacks:
+                cb.on_finish_function_backward(fn)
+        for cb in callbacks:
+            cb.on_finish()
+
+
+def _functions_in_order(roots: list[Variable]) -> list[Function]:
+    """The functions ``roots`` depend on, each once, after all of its inputs' producers."""
     order: list[Function] = []
     seen: set[int] = set()
-    stack: list[tuple[Function, bool]] = [(root.parent, False)] if root.parent else []
-    while stack:
-        fn, expanded = stack.pop()
-        if expanded:
-            order.append(fn)
+    for root in roots:
+        if root._parent is None or id(root._parent) in seen:
             continue
-        if id(fn) in seen:
-            continue
-        seen.add(id(fn))
-        stack.append((fn, True))
-        stack.extend((x.parent, False) for x in reversed(fn.inputs)
-                     if x.parent is not None and id(x.parent) not in seen)
+        stack: list[tuple[Function, bool]] = [(root._parent, False)]
+        while stack:
+            fn, expanded = stack.pop()
+            if expanded:
+                order.append(fn)
+                continue
+            if id(fn) in seen:
+                continue
+            seen.add(id(fn))
+            stack.append((fn, True))
+            stack.extend((x._parent, False) for x in reversed(fn.inputs)
+                         if x._parent is not None and id(x._parent) not in seen)
     return order
-
-
-def _last_uses(order: list[Function]) -> dict[int, int]:
-    """For each variable, the position of the last function in ``order`` reading it."""
-    return {id(x): step for step, fn in enumerate(order) for x in fn.inputs}
-
-
-def _read_by_backward(order: list[Function]) -> set[int]:
-    """The variables whose data a backward pass over ``order`` will read."""
-    needs = _grad_requirements(order)
-    read: set[int] = set()
-    for fn in order:
-        if any(needs[id(y)] for y in fn.outputs):
-            if fn.grad_depends_on_inputs:
-                read.update(id(x) for x in fn.inputs)
-            if fn.grad_depends_on_outputs:
-                read.update(id(y) for y in fn.outputs)
-    return read
 
 
 def _grad_requirements(order: list[Function]) -> dict[int, bool]:
@@ -362,7 +690,7 @@ def _grad_requirements(order: list[Function]) -> dict[int, bool]:
     needs: dict[int, bool] = {}
     for fn in order:
         for x in fn.inputs:
-            if x.parent is None:
+            if x._parent is None:
                 needs[id(x)] = x.need_grad
         flows = fn.differentiable and any(needs[id(x)] for x in fn.inputs)
         for y in fn.outputs:
@@ -372,10 +700,7 @@ def _grad_requirements(order: list[Function]) -> dict[int, bool]:
 
 def _accumulate_leaf(v: Variable, gx) -> None:
     """Add ``gx`` into a leaf's gradient: leaf gradients accumulate until zeroed."""
-    if not v.need_grad:
-        return
     grad = v.grad
-    gx = to_module(gx, grad.xp)
     if not grad.allocated:
         grad.bind(gx.astype(grad.dtype, copy=True).reshape(grad.shape))
     else:

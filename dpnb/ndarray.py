@@ -4,26 +4,60 @@ The handle stays put while the storage behind it may move: flat parameter
 storage re-points it when it grows, and ``clear_buffer`` frees it."""
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from types import ModuleType
 
 import numpy as np
 
-from .context import array_module_of, to_module
+from .context import Context, array_module_of, get_current_context, to_module
 from .errors import DpnbError
+
+_MODES = ("r", "w", "rw")
+
+
+def _as_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
+    """``shape`` as a tuple of non-negative ints (an int is a 1-d shape, as in nnabla)."""
+    try:
+        dims = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    except TypeError:
+        raise DpnbError(f"a shape must be an int or a sequence of ints, got {shape!r}") from None
+    if any(s < 0 for s in dims):
+        raise DpnbError(f"a shape must have non-negative sizes, got {dims}")
+    return dims
 
 
 class NdArray:
-    """One array of fixed shape and dtype on one device, allocated on first use."""
+    """One array of fixed shape and dtype on one device, allocated on first use.
 
-    __slots__ = ("_array", "_shape", "_dtype", "_xp", "_freed", "owner")
+    ``nn.NdArray(shape)`` makes one of the current context's device and float
+    type, as in nnabla; the graph names its arrays through ``owner``."""
 
-    def __init__(self, shape: tuple[int, ...], dtype, xp: ModuleType, array=None, owner: str = ""):
-        self._shape = tuple(int(s) for s in shape)
+    __slots__ = ("_array", "_shape", "_size", "_dtype", "_xp", "_freed", "_pinned", "owner")
+
+    def __init__(self, shape: int | Sequence[int] = (), *, dtype=None, xp: ModuleType | None = None,
+                 owner: str = ""):
+        if dtype is None or xp is None:
+            ctx = get_current_context()
+            dtype = ctx.dtype if dtype is None else dtype
+            xp = ctx.xp if xp is None else xp
+        self._shape = _as_shape(shape)
+        self._size = math.prod(self._shape)
         self._dtype = np.dtype(dtype)
         self._xp = xp
-        self._array = array
+        self._array = None
         self._freed = False
+        self._pinned = False
         self.owner = owner  # names the variable in error messages
+
+    @classmethod
+    def from_numpy_array(cls, nparr) -> "NdArray":
+        """A new array holding a copy of ``nparr``, keeping its dtype."""
+        xp = array_module_of(nparr) if hasattr(nparr, "shape") else np
+        array = xp.array(nparr, copy=True)
+        handle = cls(array.shape, dtype=array.dtype, xp=xp)
+        handle.bind(array)
+        return handle
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -35,7 +69,7 @@ class NdArray:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self._shape, dtype=np.int64))
+        return self._size
 
     @property
     def ndim(self) -> int:
@@ -44,6 +78,10 @@ class NdArray:
     @property
     def xp(self) -> ModuleType:
         return self._xp
+
+    def size_from_axis(self, axis: int = -1) -> int:
+        """The number of elements in the axes from ``axis`` on; the whole size for ``axis <= 0``."""
+        return math.prod(self._shape[max(axis, 0):])
 
     @property
     def data(self):
@@ -74,10 +112,74 @@ class NdArray:
                 "the new shape")
         self.data[...] = value
 
+    def get_data(self, mode: str = "rw", dtype=None):
+        """The backing array for reading (``"r"``: read-only where the array module
+        has the flag), writing (``"w"``) or both (``"rw"``); with ``dtype``, a copy
+        in that type (the handle keeps its own)."""
+        if mode not in _MODES:
+            raise DpnbError(f"get_data: mode must be one of {_MODES}, got {mode!r}")
+        array = self.data
+        if dtype is not None and np.dtype(dtype) != self._dtype:
+            array = array.astype(dtype)
+        if mode == "r" and self._xp is np:
+            array = array.view()
+            array.flags.writeable = False
+        return array
+
+    def cast(self, dtype, ctx: Context | None = None):
+        """Change this array's dtype in place (values converted), and with ``ctx``
+        its device; returns the array when no ``ctx`` is given, as in nnabla."""
+        dtype = np.dtype(dtype)
+        xp = self._xp if ctx is None else ctx.xp
+        if dtype != self._dtype or xp is not self._xp:
+            if self._pinned:
+                raise DpnbError(
+                    f"cannot cast {self.owner or 'this array'} to {dtype}: it is a view into "
+                    "flat parameter storage, whose type is fixed; create the parameter in "
+                    "a context of that type instead")
+            array = to_module(self.data, xp).astype(dtype)
+            self._dtype, self._xp = dtype, xp
+            self.bind(array)
+        return self.data if ctx is None else None
+
+    def copy_from(self, arr: "NdArray", use_current_context: bool = True) -> "NdArray":
+        """Copy the values of ``arr`` (same shape) into this array, cast to its type; returns self.
+        The copy happens on this array's device and in its type, so the context does not matter."""
+        if not isinstance(arr, NdArray):
+            raise DpnbError(f"copy_from expects an nn.NdArray, got {type(arr).__name__}; "
+                            "assign arrays with `a.data = value`")
+        self.data = arr
+        return self
+
     def bind(self, array) -> None:
         """Point this handle at ``array`` (no copy): used by the graph and flat storage."""
         self._array = array
         self._freed = False
+
+    def pin(self) -> None:
+        """Fix this handle's shape and dtype: it is a view into a shared buffer (flat storage)."""
+        self._pinned = True
+
+    def reset_shape(self, shape: Sequence[int], force: bool = False) -> None:
+        """Give this array a new shape: the same values if the size is unchanged,
+        else (only with ``force``) a new, zero-filled array."""
+        shape = _as_shape(shape)
+        size = math.prod(shape)
+        if size == self._size:
+            if self._array is not None:
+                self._array = self._array.reshape(shape)
+        elif not force:
+            raise DpnbError(
+                f"cannot reset the shape of {self.owner or 'this array'} from {self._shape} "
+                f"({self._size} elements) to {shape} ({size} elements) without force=True, "
+                "which drops its values")
+        elif self._pinned:
+            raise DpnbError(
+                f"cannot resize {self.owner or 'this array'} from {self._shape} to {shape}: it "
+                "is a view into flat parameter storage; create a new parameter instead")
+        else:
+            self._array = None
+        self._shape, self._size = shape, size
 
     def free(self) -> None:
         """Release the backing array; reading it afterwards is an error."""
@@ -89,10 +191,12 @@ class NdArray:
         return self._array is not None
 
     def zero(self) -> None:
+        """Set every element to 0."""
         self.fill(0)
 
     def fill(self, value: float) -> None:
+        """Set every element to ``value``."""
         self.data.fill(value)
 
     def __repr__(self) -> str:
-        return f"<NdArray shape={self._shape} dtype={self._dtype}>"
+        return f"<NdArray({self._shape}) dtype={self._dtype}>"

@@ -57,6 +57,8 @@ class FlatStorage:
         self._members.append((var, offset))
         self._offsets[id(var.data)] = offset
         self._offsets[id(var.grad)] = offset
+        var.data.pin()
+        var.grad.pin()
         self._point(var, offset)
         var.d = initial
 

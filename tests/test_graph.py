@@ -75,14 +75,21 @@ def test_need_grad_false_leaves_get_no_gradient_and_frozen_branches_are_skipped(
     np.testing.assert_allclose(x.g, [0.0, 0.0])
 
 
-def test_backward_on_a_non_scalar_needs_a_gradient():
+def test_backward_on_a_non_scalar_seeds_ones_and_grad_arrays_broadcast():
     x = leaf([1.0, 2.0])
     y = F.mul_scalar(x, 2.0)
     y.forward()
-    with pytest.raises(DpnbError, match=r"shape \(2,\).*grad="):
-        y.backward()
+    y.backward()
+    np.testing.assert_allclose(x.g, [2.0, 2.0])
+    x.g = 0
     y.backward(np.array([1.0, 10.0]))
     np.testing.assert_allclose(x.g, [2.0, 20.0])
+    x.g = 0
+    y.backward(nn.NdArray.from_numpy_array(np.array([3.0, -1.0])))
+    np.testing.assert_allclose(x.g, [6.0, -2.0])
+    np.testing.assert_allclose(y.g, [0.0, 0.0])  # the root's own gradient is left alone
+    with pytest.raises(DpnbError, match=r"shape \(2,\), got shape \(3,\)"):
+        y.backward(np.ones(3))
 
 
 def test_clear_buffer_frees_intermediates_and_reading_them_says_why():

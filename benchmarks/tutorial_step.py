@@ -1,0 +1,139 @@
+"""One training step of the seed tutorial's network (convolution, affine,
+softmax cross-entropy, mean on a (4, 1, 32, 32) batch; forward, zero_grad,
+backward, Adam update): dpnb against the real nnabla on one CPU thread.
+
+The step is so small that it measures the per-function Python overhead of the
+define-and-run graph rather than arithmetic.  Each framework runs the same step
+code in its own process (nnabla with the Python given by ``--nnabla-python``,
+$DPNB_NNABLA_PYTHON, or /root/nnvenv/bin/python where it exists), several times
+alternately; the table shows the medians of the per-run median step times.
+
+    python benchmarks/tutorial_step.py [--steps 300] [--runs 5] [--nnabla-python PATH]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from timing import median_seconds
+
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+DEFAULT_NNABLA_PYTHON = "/root/nnvenv/bin/python"
+RESULT = Path(__file__).resolve().parent / "results" / "tutorial_step.json"
+
+
+def worker(framework: str, steps: int) -> dict:
+    """Build the tutorial network with ``framework`` ("dpnb" or "nnabla") under the
+    name ``nn`` and time its training step."""
+    import importlib
+
+    import numpy as np
+
+    nn = importlib.import_module(framework)
+    F = importlib.import_module(f"{framework}.functions")
+    PF = importlib.import_module(f"{framework}.parametric_functions")
+    S = importlib.import_module(f"{framework}.solvers")
+    initializer = importlib.import_module(f"{framework}.initializer")
+    ext_utils = importlib.import_module(f"{framework}.ext_utils")
+
+    ctx = ext_utils.get_extension_context("cpu")
+    nn.set_default_context(ctx)
+    b, c, h, w, n_class = 4, 1, 32, 32, 2
+    x, y = nn.Variable((b, c, h, w)), nn.Variable((b, 1))
+    x.d = np.random.RandomState(0).rand(b, c, h, w)
+    y.d = np.random.RandomState(1).choice(n_class, b).reshape((b, 1))
+    w_init = initializer.UniformInitializer(
+        initializer.calc_uniform_lim_glorot(1, 0.5, kernel=(1, 1)), rng=np.random.RandomState(0))
+    with nn.context_scope(ctx):
+        hidden = PF.convolution(x, 1, (3, 3), (1, 1), (1, 1), w_init=w_init)
+        pred = PF.affine(hidden, n_class, w_init=w_init)
+        loss = F.mean(F.softmax_cross_entropy(pred, y))
+    solver = S.Adam()
+    solver.set_parameters(nn.get_parameters())
+
+    def step():
+        loss.forward()
+        solver.zero_grad()
+        loss.backward()
+        solver.update()
+
+    version = getattr(nn, "__version__", None)
+    return {"step_s": median_seconds(step, steps, warmup=20), "loss": float(loss.d),
+            "version": version}
+
+
+def run_worker(python: str, framework: str, steps: int) -> dict:
+    cmd = [python, __file__, "--worker", framework, "--steps", str(steps)]
+    out = subprocess.run(cmd, env={**os.environ, **ONE_THREAD}, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"{framework} worker ({python}) failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def nnabla_python(given: str | None) -> str | None:
+    """The Python to run nnabla with, or None (with the reason logged) where there is none."""
+    candidate = given or os.environ.get("DPNB_NNABLA_PYTHON") or DEFAULT_NNABLA_PYTHON
+    if not Path(candidate).exists():
+        if given:
+            raise SystemExit(f"--nnabla-python {given}: no such file; give the path of a Python "
+                             "with nnabla installed")
+        return None
+    probe = subprocess.run([candidate, "-c", "import nnabla"], capture_output=True)
+    if probe.returncode != 0:
+        if given:
+            raise SystemExit(f"--nnabla-python {given}: `import nnabla` fails there; install "
+                             "nnabla into it (pip install nnabla==1.39.0)")
+        return None
+    return candidate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--nnabla-python", default=None,
+                        help=f"a Python with nnabla (default: $DPNB_NNABLA_PYTHON or "
+                             f"{DEFAULT_NNABLA_PYTHON})")
+    parser.add_argument("--worker", choices=["dpnb", "nnabla"])
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.steps)))
+        return
+
+    pythons = {"dpnb": sys.executable}
+    reference = nnabla_python(args.nnabla_python)
+    if reference:
+        pythons["nnabla"] = reference
+    runs: dict[str, list[dict]] = {name: [] for name in pythons}
+    for _ in range(args.runs):
+        for name, python in pythons.items():
+            runs[name].append(run_worker(python, name, args.steps))
+    result: dict = {"benchmark": "tutorial_step", "steps": args.steps, "runs": args.runs,
+                    "machine": platform.machine(), "cpus": os.cpu_count()}
+    for name, rs in runs.items():
+        result[name] = {"step_s": statistics.median(r["step_s"] for r in rs), "runs": rs}
+    print(f"Tutorial network train step (conv, affine, softmax_cross_entropy, mean; Adam), "
+          f"batch 4, 1 thread, median of {args.runs} runs x {args.steps} steps")
+    print(f"{'':8} {'step us':>9}")
+    for name in pythons:
+        print(f"{name:8} {1e6 * result[name]['step_s']:9.1f}")
+    if "nnabla" in result:
+        result["nnabla_version"] = runs["nnabla"][0]["version"]
+        result["ratio_time"] = result["dpnb"]["step_s"] / result["nnabla"]["step_s"]
+        print(f"dpnb / nnabla {result['nnabla_version']}: time {result['ratio_time']:.2f}x "
+              "(target <= 1.5)")
+    else:
+        print("no Python with nnabla found: pass --nnabla-python PATH (or set "
+              "DPNB_NNABLA_PYTHON) to add the reference")
+    RESULT.parent.mkdir(parents=True, exist_ok=True)
+    RESULT.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
