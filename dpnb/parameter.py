@@ -1,4 +1,6 @@
-"""Named parameters: scopes, creation in flat storage, listing, saving and loading."""
+"""Named parameters, held as nnabla holds them: a tree of scope dicts (name ->
+parameter, or name -> nested scope), the parameters' arrays living in flat storage;
+creation, listing, saving and loading."""
 from __future__ import annotations
 
 import contextlib
@@ -14,30 +16,67 @@ from .fileio import load_arrays, save_arrays
 from .graph import Variable
 from .storage import clear_storages, storage_for
 
-_parameters: "OrderedDict[str, Variable]" = OrderedDict()
-_scope: list[str] = []
+Scope = OrderedDict[str, object]  # name -> Variable, or name -> nested Scope
+
+_root: Scope = OrderedDict()
+_current: Scope = _root
+_current_path: tuple[str, ...] = ()
 _NEED_GRAD_KEY = "__need_grad__"
 
 
+def _parts(name: str, what: str) -> list[str]:
+    """The non-empty '/'-separated parts of ``name``."""
+    if not isinstance(name, str):
+        raise DpnbError(f"{what} must be a str such as 'conv1' or 'net/conv1', "
+                        f"got {type(name).__name__} {name!r}")
+    return [part for part in name.split("/") if part]
+
+
+def _child(scope: Scope, part: str, path: tuple[str, ...]) -> Scope:
+    """The sub-scope ``part`` of ``scope``, created if missing."""
+    sub = scope.setdefault(part, OrderedDict())
+    if not isinstance(sub, dict):
+        raise DpnbError(f"{'/'.join(path + (part,))!r} is a parameter, not a parameter scope; "
+                        "choose another scope name")
+    return sub
+
+
 @contextlib.contextmanager
-def parameter_scope(name: str) -> Iterator[None]:
-    """Prefix the names of parameters created or listed inside the block with ``name/``."""
-    if not name or "/" in name.strip("/"):
-        raise DpnbError(f"parameter_scope needs one non-empty name without '/', got {name!r}; "
-                        "nest scopes for deeper paths")
-    _scope.append(name.strip("/"))
+def parameter_scope(name: str, scope: dict | None = None) -> Iterator[Scope]:
+    """Create or list parameters under ``name`` (``'a/b'`` nests ``b`` in ``a``) inside
+    the block, which gets the scope's dict; ``scope`` starts from that dict instead of
+    the current scope, as nnabla does."""
+    global _current, _current_path
+    if scope is not None and not isinstance(scope, dict):
+        raise DpnbError(f"parameter_scope's scope must be a dict (e.g. an OrderedDict that "
+                        f"holds parameters), got {type(scope).__name__}")
+    target, path = (_current, _current_path) if scope is None else (scope, ())
+    for part in _parts(name, "parameter_scope's name"):
+        target = _child(target, part, path)
+        path += (part,)
+    previous = _current, _current_path
+    _current, _current_path = target, path
     try:
-        yield
+        yield target
     finally:
-        _scope.pop()
+        _current, _current_path = previous
 
 
-def get_current_parameter_scope() -> str:
-    return "/".join(_scope)
+def get_current_parameter_scope() -> Scope:
+    """The current scope's dict (name -> parameter or nested scope dict), as in nnabla."""
+    return _current
 
 
-def _full_name(name: str) -> str:
-    return "/".join(_scope + [name])
+def _located(key: str) -> tuple[Scope, str, tuple[str, ...]]:
+    """The scope holding ``key`` (created if missing), its last part, and its path."""
+    *scopes, leaf = _parts(key, "a parameter name") or [""]
+    if not leaf:
+        raise DpnbError(f"a parameter name must not be empty, got {key!r}")
+    scope, path = _current, _current_path
+    for part in scopes:
+        scope = _child(scope, part, path)
+        path += (part,)
+    return scope, leaf, path
 
 
 def get_parameter_or_create(name: str, shape: Sequence[int] | None = None,
@@ -45,86 +84,171 @@ def get_parameter_or_create(name: str, shape: Sequence[int] | None = None,
                             need_grad: bool = True, as_need_grad: bool | None = None) -> Variable:
     """The parameter ``name`` of the current scope, created (in flat storage) if missing.
 
-    ``initializer`` is called with the shape (an nnabla initializer) or is an
-    array; without one the parameter starts at zero.  ``as_need_grad`` returns
-    a view of the parameter with that ``need_grad`` (used by ``fix_parameters``)."""
-    full = _full_name(name)
-    param = _parameters.get(full)
+    ``initializer`` is an nnabla initializer (called with the shape) or an array
+    (``shape`` may then be omitted); without one the parameter starts at zero.  As
+    in nnabla, an existing parameter takes the ``need_grad`` given, and the result
+    is a variable sharing the parameter's arrays with ``need_grad=as_need_grad``
+    (``need_grad`` when None)."""
+    scope, leaf, path = _located(name)
+    full = "/".join(path + (leaf,))
+    param = scope.get(leaf)
+    if isinstance(param, dict):
+        raise DpnbError(f"{full!r} is a parameter scope, not a parameter; choose another name")
     if param is None:
-        if shape is None:
-            raise DpnbError(f"parameter {full!r} does not exist and no shape was given to create it")
-        shape = tuple(int(s) for s in shape)
         initial = _initial_value(full, shape, initializer)
         ctx = get_current_context()
-        param = Variable(shape, need_grad=need_grad, dtype=ctx.dtype)
+        param = Variable(initial.shape, need_grad=need_grad, dtype=ctx.dtype)
         param.data.owner = full
         param.grad.owner = f"gradient of {full}"
         storage_for(ctx.dtype, ctx.xp, trainable=need_grad).add(param, to_module(initial, ctx.xp))
-        _parameters[full] = param
-    elif shape is not None and tuple(shape) != param.shape:
-        raise DpnbError(f"parameter {full!r} exists with shape {param.shape}, but shape "
-                        f"{tuple(shape)} was asked for; use another parameter_scope or "
-                        "nn.clear_parameters()")
-    if as_need_grad is not None and as_need_grad != param.need_grad:
-        view = param.unlinked()
-        view.need_grad = as_need_grad
-        return view
-    return param
+        scope[leaf] = param
+    else:
+        if shape is not None and tuple(int(s) for s in shape) != param.shape:
+            raise DpnbError(f"parameter {full!r} exists with shape {param.shape}, but shape "
+                            f"{tuple(shape)} was asked for; use another parameter_scope or "
+                            "nn.clear_parameters()")
+        param.need_grad = bool(need_grad)
+    view = param.unlinked()
+    view.need_grad = bool(need_grad if as_need_grad is None else as_need_grad)
+    return view
 
 
-def _initial_value(name: str, shape: tuple[int, ...], initializer) -> np.ndarray:
-    if initializer is None:
-        return np.zeros(shape)
-    value = initializer(shape) if callable(initializer) else initializer
-    if tuple(np.shape(value)) != shape:
+def _is_array(value) -> bool:
+    return hasattr(value, "shape") and hasattr(value, "dtype") and not callable(value)
+
+
+def _initial_value(name: str, shape: Sequence[int] | None, initializer):
+    """The initial array of a new parameter, checked against ``shape``."""
+    if shape is not None:
+        shape = tuple(int(s) for s in shape)
+    if _is_array(initializer):
+        value = initializer
+    elif initializer is not None and not callable(initializer):
+        raise DpnbError(f"the initializer of {name!r} must be a NumPy/CuPy array or an "
+                        f"initializer (a callable taking the shape), got "
+                        f"{type(initializer).__name__}; wrap lists with numpy.array(...)")
+    elif shape is None:
+        raise DpnbError(f"parameter {name!r} does not exist and no shape was given to create it; "
+                        "pass shape= or an array as initializer")
+    else:
+        value = np.zeros(shape) if initializer is None else initializer(shape)
+    if shape is not None and tuple(np.shape(value)) != shape:
         raise DpnbError(f"the initializer of {name!r} gave shape {tuple(np.shape(value))}, "
-                        f"expected {shape}")
+                        f"expected {shape}; give an array (or initializer) of the parameter's shape")
     return value
 
 
-def set_parameter(name: str, param: Variable) -> None:
-    """Register an existing variable as parameter ``name`` of the current scope (outside flat storage)."""
-    _parameters[_full_name(name)] = param
+def get_parameter(key: str) -> Variable | None:
+    """The parameter ``key`` of the current scope, or None where there is none."""
+    scope, leaf, _ = _located(key)
+    param = scope.get(leaf)
+    return param if isinstance(param, Variable) else None
 
 
-def get_parameters(params: dict | None = None, path: str | None = None,
-                   grad_only: bool = True) -> "OrderedDict[str, Variable]":
-    """Parameters under the current scope (or ``path``), in creation order, named relative to it."""
-    prefix = path if path is not None else get_current_parameter_scope()
-    prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
-    source = _parameters if params is None else params
-    return OrderedDict((name[len(prefix):], v) for name, v in source.items()
-                       if name.startswith(prefix) and (v.need_grad or not grad_only))
+def pop_parameter(key: str) -> Variable | None:
+    """Remove the parameter ``key`` from the current scope and return it (None if absent)."""
+    scope, leaf, _ = _located(key)
+    return scope.pop(leaf) if isinstance(scope.get(leaf), Variable) else None
+
+
+def set_parameter(key: str, param: Variable) -> None:
+    """Register an existing variable as parameter ``key`` of the current scope (outside flat storage)."""
+    if not isinstance(param, Variable):
+        raise DpnbError(f"set_parameter expects an nn.Variable, got {type(param).__name__}")
+    scope, leaf, _ = _located(key)
+    scope[leaf] = param
+
+
+def get_parameters(params: dict | None = None, path: str = "",
+                   grad_only: bool = True) -> OrderedDict[str, Variable]:
+    """Parameters under the current scope, named relative to it (each name prefixed with
+    ``path/`` where ``path`` is given) and added to ``params`` (a new OrderedDict when None),
+    which is returned; ``grad_only`` keeps those with ``need_grad``."""
+    found = OrderedDict() if params is None else params
+    pending = [(path, iter(_current.items()))]
+    while pending:
+        prefix, items = pending[-1]
+        entry = next(items, None)
+        if entry is None:
+            pending.pop()
+            continue
+        key, value = entry
+        full = f"{prefix}/{key}" if prefix else key
+        if isinstance(value, dict):
+            pending.append((full, iter(value.items())))
+        elif not grad_only or value.need_grad:
+            found[full] = value
+    return found
 
 
 def clear_parameters() -> None:
-    """Forget every parameter and start the flat storage afresh."""
-    _parameters.clear()
-    clear_storages()
+    """Forget the parameters of the current scope; at the root this also starts the flat
+    storage afresh."""
+    _current.clear()
+    if _current is _root:
+        clear_storages()
 
 
-def save_parameters(path: str | os.PathLike, params: dict | None = None) -> None:
-    """Write all parameters (or ``params``) to ``path`` as .npz, atomically."""
-    params = _parameters if params is None else params
+def _extension(path, extension: str | None) -> str:
+    """The file format: a path's own extension, else (a file object) ``extension``."""
+    if isinstance(path, (str, os.PathLike)):
+        return os.path.splitext(os.fspath(path))[1]
+    return extension or ""
+
+
+def _describe(path) -> str:
+    return repr(os.fspath(path)) if isinstance(path, (str, os.PathLike)) else repr(path)
+
+
+def _check_format(path, extension: str | None, action: str) -> None:
+    ext = _extension(path, extension)
+    if ext != ".npz":
+        hint = ("name the file *.npz" if isinstance(path, (str, os.PathLike))
+                else "pass extension='.npz' with a file object")
+        raise DpnbError(f"cannot {action} parameters in the {ext or 'extensionless'!r} format "
+                        f"({_describe(path)}): dpnb's parameter files are .npz; {hint}")
+
+
+def save_parameters(path, params: dict | None = None, extension: str | None = None) -> None:
+    """Write the parameters of the current scope (or ``params``) to ``path`` as .npz:
+    atomically for a path, directly for a file object (whose format ``extension`` names)."""
+    _check_format(path, extension, "save")
+    params = get_parameters(grad_only=False) if params is None else params
     arrays = {name: to_module(v.d, np) for name, v in params.items()}
     arrays[_NEED_GRAD_KEY] = np.array([name for name, v in params.items() if v.need_grad], dtype=str)
-    save_arrays(path, arrays)
+    if isinstance(path, (str, os.PathLike)):
+        save_arrays(path, arrays)
+    else:
+        np.savez(path, **arrays)
 
 
-def load_parameters(path: str | os.PathLike) -> None:
-    """Load parameters saved by ``save_parameters`` into the current scope.
+def _read(path) -> dict:
+    if isinstance(path, (str, os.PathLike)):
+        return load_arrays(path, "parameter")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except Exception as e:
+        raise DpnbError(f"parameter file object {_describe(path)} is truncated or not a dpnb parameter "
+                        f"file ({type(e).__name__}: {e}); save it again") from e
+
+
+def load_parameters(path, *, extension: str = ".nntxt") -> None:
+    """Load parameters saved by ``save_parameters`` (from a path, or a file object whose
+    format ``extension`` names) into the current scope.
 
     Existing parameters are overwritten in place (their shapes must match);
     missing ones are created."""
-    arrays = load_arrays(path, "parameter")
+    _check_format(path, extension, "load")
+    arrays = _read(path)
     if _NEED_GRAD_KEY not in arrays:
-        raise DpnbError(f"parameter file {os.fspath(path)!r} has no {_NEED_GRAD_KEY!r} entry: "
+        raise DpnbError(f"parameter file {_describe(path)} has no {_NEED_GRAD_KEY!r} entry: "
                         "it was not written by dpnb.save_parameters")
     need_grad = set(arrays.pop(_NEED_GRAD_KEY).tolist())
     for name, value in arrays.items():
-        existing = _parameters.get(_full_name(name))
+        existing = get_parameter(name)
         if existing is not None and existing.shape != value.shape:
-            raise DpnbError(f"parameter {name!r} in {os.fspath(path)!r} has shape {value.shape}, "
+            raise DpnbError(f"parameter {name!r} in {_describe(path)} has shape {value.shape}, "
                             f"but the network's has shape {existing.shape}; the file belongs "
                             "to a different network")
     for name, value in arrays.items():

@@ -27,10 +27,12 @@ def test_names_order_and_scopes():
     assert list(nn.get_parameters()) == ["net/conv/W", "net/conv/b", "net/bn/beta",
                                          "net/bn/gamma", "net/affine/W", "net/affine/b"]
     assert list(nn.get_parameters(grad_only=False))[4:6] == ["net/bn/mean", "net/bn/var"]
-    with nn.parameter_scope("net"):
+    with nn.parameter_scope("net") as net:
         assert list(nn.get_parameters())[:2] == ["conv/W", "conv/b"]
-        assert nn.get_current_parameter_scope() == "net"
+        assert nn.get_current_parameter_scope() is net
+        assert list(net) == ["conv", "bn", "affine"] and list(net["bn"])[2:] == ["mean", "var"]
     assert nn.get_parameters()["net/affine/W"].shape == (4 * 8 * 8, 5)
+    assert list(nn.get_current_parameter_scope()) == ["net"]
 
 
 def test_parametric_functions_reuse_parameters_in_the_same_scope():
@@ -182,10 +184,98 @@ def test_seed_changes_and_restores_initial_values():
 
 
 def test_scope_and_creation_errors():
-    for bad in ("", "a/b"):
-        with pytest.raises(DpnbError, match="one non-empty name without '/'"):
+    for bad in (None, 3, ("a",)):
+        with pytest.raises(DpnbError, match="parameter_scope's name must be a str"):
             with nn.parameter_scope(bad):
                 pass
-    assert nn.get_current_parameter_scope() == ""
-    with pytest.raises(DpnbError, match="'w' does not exist and no shape was given"):
-        nn.get_parameter_or_create("w")
+    with pytest.raises(DpnbError, match="scope must be a dict"):
+        with nn.parameter_scope("a", scope=["not", "a", "dict"]):
+            pass
+    nn.get_parameter_or_create("w", (2,))
+    with pytest.raises(DpnbError, match="'w' is a parameter, not a parameter scope"):
+        nn.get_parameter_or_create("w/x/y", (2,))
+    with pytest.raises(DpnbError, match="'w' is a parameter, not a parameter scope"):
+        with nn.parameter_scope("w"):
+            pass
+    nn.get_parameter_or_create("s/p", (2,))
+    with pytest.raises(DpnbError, match="'s' is a parameter scope, not a parameter"):
+        nn.get_parameter_or_create("s", (2,))
+    assert list(nn.get_current_parameter_scope()) == ["w", "s"]
+    with pytest.raises(DpnbError, match="'v' does not exist and no shape was given"):
+        nn.get_parameter_or_create("v")
+    for empty in ("", "/"):
+        with pytest.raises(DpnbError, match="must not be empty"):
+            nn.get_parameter_or_create(empty, (2,))
+    with pytest.raises(DpnbError, match="must be a NumPy/CuPy array or an initializer.*got list"):
+        nn.get_parameter_or_create("v", (2,), [1.0, 2.0])
+
+
+def test_clear_parameters_in_a_scope_clears_only_that_scope():
+    make_params()
+    nn.get_parameter_or_create("other", (3,), np.ones(3))
+    with nn.parameter_scope("net/bn"):
+        nn.clear_parameters()
+    assert list(nn.get_parameters(grad_only=False)) == [
+        "net/conv/W", "net/conv/b", "net/affine/W", "net/affine/b", "other"]
+    np.testing.assert_array_equal(nn.get_parameters()["other"].d, 1.0)
+    nn.clear_parameters()
+    assert not nn.get_parameters(grad_only=False) and not all_storages()
+
+
+def test_parameters_in_a_given_scope_dict_stay_out_of_the_global_scope():
+    local = {}
+    with nn.parameter_scope("loc", scope=local) as loc:
+        PF.affine(nn.Variable((2, 3)), 4)
+        assert nn.get_current_parameter_scope() is loc is local["loc"]
+        assert list(nn.get_parameters()) == ["affine/W", "affine/b"]
+    assert not nn.get_parameters() and list(local["loc"]["affine"]) == ["W", "b"]
+    assert local["loc"]["affine"]["W"].shape == (3, 4)
+
+
+def test_get_set_and_pop_parameter_by_path():
+    w = nn.get_parameter_or_create("a/b/w", (2,), np.array([1.0, 2.0]))
+    with nn.parameter_scope("a"):
+        registered = nn.parameter.get_parameter("b/w")
+    assert registered is not None and np.shares_memory(registered.d, w.d)
+    assert nn.parameter.get_parameter("a/b/missing") is None
+    loose = nn.Variable.from_numpy_array(np.zeros(3), need_grad=True)
+    nn.set_parameter("a/loose", loose)
+    assert nn.get_parameters()["a/loose"] is loose
+    assert nn.parameter.pop_parameter("a/loose") is loose
+    assert nn.parameter.pop_parameter("a/loose") is None
+    assert list(nn.get_parameters()) == ["a/b/w"]
+    with pytest.raises(DpnbError, match="set_parameter expects an nn.Variable"):
+        nn.set_parameter("x", np.zeros(2))
+
+
+def test_save_and_load_in_a_scope_and_through_file_objects(tmp_path):
+    make_params()
+    with nn.parameter_scope("net"):
+        nn.save_parameters(tmp_path / "net.npz")
+    saved = {k: v.d.copy() for k, v in nn.get_parameters(grad_only=False).items()}
+    nn.clear_parameters()
+    with nn.parameter_scope("copy"):
+        nn.load_parameters(tmp_path / "net.npz")
+    loaded = nn.get_parameters(grad_only=False)
+    assert list(loaded) == [k.replace("net/", "copy/", 1) for k in saved]
+    for k, v in saved.items():
+        np.testing.assert_array_equal(loaded[k.replace("net/", "copy/", 1)].d, v)
+    with open(tmp_path / "object", "wb") as f:
+        nn.save_parameters(f, extension=".npz")
+    nn.clear_parameters()
+    with open(tmp_path / "object", "rb") as f:
+        nn.load_parameters(f, extension=".npz")
+    assert list(nn.get_parameters(grad_only=False)) == list(loaded)
+
+
+def test_unknown_parameter_file_formats_are_refused(tmp_path):
+    make_params()
+    with pytest.raises(DpnbError, match=r"cannot save parameters in the '\.txt' format.*\*\.npz"):
+        nn.save_parameters(tmp_path / "params.txt")
+    with pytest.raises(DpnbError, match="cannot load parameters in the '.nntxt' format.*extension='.npz'"):
+        with open(tmp_path / "x", "wb") as f:
+            nn.load_parameters(f)
+    with pytest.raises(DpnbError, match="cannot save parameters in the 'extensionless' format"):
+        with open(tmp_path / "x", "wb") as f:
+            nn.save_parameters(f)
+    assert sorted(os.listdir(tmp_path)) == ["x"]
