@@ -7,6 +7,7 @@ import http.server
 import inspect
 import json
 import os
+import tarfile
 import threading
 import time
 from pathlib import Path
@@ -15,7 +16,6 @@ import numpy as np
 import pytest
 
 from dpnb.errors import DpnbError
-from dpnb.utils import data_source_loader
 from dpnb.utils.data_iterator import DataIterator, data_iterator, data_iterator_simple
 from dpnb.utils.data_source import (DataSource, DataSourceWithFileCache, DataSourceWithMemoryCache,
                                     SimpleDataSource, SlicedDataSource)
@@ -130,8 +130,8 @@ def test_cifar_like_data_source_matches_nnabla(use_thread):
 
 
 def test_threaded_iterator_matches_nnabla_threaded():
-    got = run(data_iterator(CifarLikeDataSource(10, shuffle=True, rng=R(1)), 4, rng=R(2)), 12, False)
-    check(got, "cifar_threaded")
+    di = data_iterator(CifarLikeDataSource(10, shuffle=True, rng=R(1)), 4, rng=R(2))
+    check(run(di, 12, False), "cifar_threaded")
 
 
 def test_file_caches_match_nnabla(tmp_path):
@@ -361,7 +361,8 @@ def test_a_removed_cache_file_is_reported(tmp_path):
 
 def test_file_cache_rejects_examples_of_different_shapes(tmp_path):
     with pytest.raises(DpnbError, match="different shapes"):
-        DataSourceWithFileCache(SimpleDataSource(lambda i: (np.zeros(i + 1),), 3), cache_dir=tmp_path)
+        DataSourceWithFileCache(SimpleDataSource(lambda i: (np.zeros(i + 1),), 3),
+                                cache_dir=tmp_path)
 
 
 # --- iterator errors and threads -----------------------------------------------------------
@@ -465,11 +466,10 @@ def http_server(tmp_path):
     server.server_close()
 
 
-def test_download_from_a_server_writes_atomically(data_home, http_server, monkeypatch):
+def test_download_from_a_server_writes_atomically(data_home, http_server):
     root, url = http_server
     payload = os.urandom(3 * (1 << 20) + 17)
     (root / "data.bin").write_bytes(payload)
-    monkeypatch.setattr(data_source_loader, "_CHUNK", 1 << 16)
     with download(f"{url}/data.bin") as f:
         assert f.read() == payload
     assert sorted(os.listdir(data_home)) == ["data.bin"]
@@ -491,3 +491,14 @@ def test_failed_download_keeps_the_previous_file(data_home, http_server):
         download(f"{url}/gone.bin", allow_overwrite=True)
     assert (data_home / "gone.bin").read_bytes() == b"old"
     assert os.listdir(data_home) == ["gone.bin"]
+
+
+def test_downloaded_archive_opens_with_tarfile_as_nnabla_examples_do(data_home, http_server):
+    root, url = http_server
+    member = root.parent / "batch.bin"
+    member.write_bytes(b"\x01\x02\x03")
+    with tarfile.open(root / "toy.tar.gz", "w:gz") as tar:
+        tar.add(member, arcname="toy/batch.bin")
+    with tarfile.open(fileobj=download(f"{url}/toy.tar.gz"), mode="r:gz") as tar:
+        assert tar.extractfile("toy/batch.bin").read() == b"\x01\x02\x03"
+    assert (data_home / "toy.tar.gz").is_file()

@@ -21,8 +21,12 @@ EpochCallback = Callable[[int], Any]
 _Fetched = tuple[tuple[np.ndarray, ...] | None, int, int]
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+    if not _is_int(value) or value <= 0:
         raise DpnbError(f"{name} must be a positive int, got {value!r}")
     return int(value)
 
@@ -44,8 +48,7 @@ class DataIterator:
         if not data_source.variables:
             raise DpnbError(f"{type(data_source).__name__} has no variables; set "
                             "self._variables (e.g. ('x', 'y')) in its __init__")
-        if isinstance(data_source.size, bool) or not isinstance(data_source.size, (int, np.integer)) \
-                or data_source.size <= 0:
+        if not _is_int(data_source.size) or data_source.size <= 0:
             raise DpnbError(f"{type(data_source).__name__} has size {data_source.size!r}; set "
                             "self._size to the number of examples in its __init__")
         if rng is not None and not callable(getattr(rng, "permutation", None)):
@@ -203,14 +206,13 @@ class DataIterator:
         """nnabla's split: equal slices of ceil(size / n), the last ones shifted back
         to end at the source's end (or floor(size / n) with ``drop_last``)."""
         n = _positive_int("num_of_slices", num_of_slices)
-        if isinstance(slice_pos, bool) or not isinstance(slice_pos, (int, np.integer)) \
-                or not 0 <= slice_pos < n:
+        if not _is_int(slice_pos) or not 0 <= slice_pos < n:
             raise DpnbError(f"slice_pos must be an int in [0, {n}), got {slice_pos!r}")
         if drop_last:
             length = self._size // n
             if length == 0:
-                raise DpnbError(f"{self._size} examples cannot give {n} slices with drop_last=True; "
-                                "use fewer slices or drop_last=False")
+                raise DpnbError(f"{self._size} examples cannot give {n} slices with "
+                                "drop_last=True; use fewer slices or drop_last=False")
             start = length * slice_pos
             return start, start + length
         length = (self._size + n - 1) // n

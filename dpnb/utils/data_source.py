@@ -36,8 +36,8 @@ def _check_rng(rng: Any) -> Any:
     if rng is None:
         return np.random.RandomState(DEFAULT_SEED)
     if not callable(getattr(rng, "permutation", None)):
-        raise DpnbError(f"rng must be a numpy.random.RandomState or None, got {type(rng).__name__}; "
-                        "pass numpy.random.RandomState(seed)")
+        raise DpnbError(f"rng must be a numpy.random.RandomState or None, got "
+                        f"{type(rng).__name__}; pass numpy.random.RandomState(seed)")
     return rng
 
 
@@ -56,8 +56,8 @@ class DataSource:
         self._closed = False
 
     def _get_data(self, position: int) -> tuple:
-        raise DpnbError(f"{type(self).__name__} does not implement _get_data(position); a DataSource "
-                        "subclass must define it to return the tuple of arrays of one example")
+        raise DpnbError(f"{type(self).__name__} does not implement _get_data(position); a "
+                        "DataSource subclass must define it to return the arrays of one example")
 
     def _get_data_of_generation(self, position: int, generation: int) -> tuple:
         """The example at ``position`` in the order of epoch ``generation``; sources
