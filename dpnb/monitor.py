@@ -21,10 +21,10 @@ from .ndarray import NdArray
 
 __all__ = ["Monitor", "MonitorSeries", "MonitorTimeElapsed", "MonitorImage", "MonitorImageTile",
            "tile_images", "plot_series", "plot_time_elapsed", "add_series_listener",
-           "remove_series_listener", "logger"]
+           "remove_series_listener"]
 
 _log = logging.getLogger(__name__)
-SeriesListener = Callable[[str, int, float], Any]
+SeriesListener = Callable[[str, int, float], Any]  # fn(name, index, value)
 _series_listeners: list[SeriesListener] = []
 
 
@@ -87,6 +87,14 @@ def _empty_file(path: str) -> str:
     return path
 
 
+def _check_interval(what: str, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not value > 0:
+        raise DpnbError(f"{what} must be a positive number of indices; got {value!r}. "
+                        "Pass 1 or more")
+    return value
+
+
 def _check_count(what: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise DpnbError(f"{what} must be a positive integer; got {value!r}. Pass 1 or more")
@@ -115,7 +123,7 @@ class MonitorSeries:
     def __init__(self, name: str, monitor: Monitor | None = None, interval: int = 1,
                  verbose: bool = True):
         self.name = name
-        self.interval = _check_count("MonitorSeries' interval", interval)
+        self.interval = _check_interval("MonitorSeries' interval", interval)
         self.verbose = verbose
         self._path = None if monitor is None else _empty_file(
             _file_stem(monitor, name) + ".series.txt")
@@ -149,7 +157,7 @@ class MonitorTimeElapsed:
     def __init__(self, name: str, monitor: Monitor | None = None, interval: int = 100,
                  verbose: bool = True):
         self.name = name
-        self.interval = _check_count("MonitorTimeElapsed's interval", interval)
+        self.interval = _check_interval("MonitorTimeElapsed's interval", interval)
         self.verbose = verbose
         self._path = None if monitor is None else _empty_file(
             _file_stem(monitor, name) + ".timer.txt")
@@ -211,7 +219,7 @@ class MonitorImage:
             raise DpnbError(f"{type(self).__name__} needs a Monitor to write into; got "
                             f"{type(monitor).__name__}. Pass Monitor(save_path)")
         self.name = name
-        self.interval = _check_count(f"{type(self).__name__}'s interval", interval)
+        self.interval = _check_interval(f"{type(self).__name__}'s interval", interval)
         self.verbose = verbose
         self.num_images = _check_count(f"{type(self).__name__}'s num_images", num_images)
         self.normalize_method = normalize_method or self.default_normalize_method

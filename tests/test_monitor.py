@@ -14,6 +14,7 @@ from PIL import Image
 
 import dpnb as nn
 import dpnb.monitor as M
+from conftest import requires_gpu
 from dpnb.errors import DpnbError
 from dpnb.logger import configure, logger, read_log_settings
 
@@ -158,6 +159,27 @@ def test_series_and_images_take_variables_and_ndarrays(tmp_path):
     assert (tmp_path / "loss.series.txt").read_text() == "1 1.5\n"
 
 
+@requires_gpu
+def test_gpu_values_are_brought_to_the_host(tmp_path):
+    import cupy
+
+    from dpnb.ext_utils import get_extension_context
+
+    mon = M.Monitor(str(tmp_path))
+    images = np.arange(24, dtype=np.float32).reshape(2, 3, 2, 2)
+    with nn.context_scope(get_extension_context("cudnn")):
+        v = nn.Variable(images.shape)
+    v.d = cupy.asarray(images)
+    M.MonitorImageTile("gpu", mon, verbose=False).add(0, v)
+    M.MonitorImageTile("host", mon, verbose=False).add(0, images)
+    np.testing.assert_array_equal(np.asarray(Image.open(tmp_path / "gpu" / "000000.png")),
+                                  np.asarray(Image.open(tmp_path / "host" / "000000.png")))
+    series = M.MonitorSeries("loss", mon, interval=2, verbose=False)
+    series.add(0, cupy.asarray(np.float32(0.5)))
+    series.add(1, cupy.asarray(np.float32(0.25)))
+    assert (tmp_path / "loss.series.txt").read_text() == "1 0.375\n"
+
+
 def test_image_errors_say_what_to_do(tmp_path):
     mon = M.Monitor(str(tmp_path))
     with pytest.raises(DpnbError, match=r"\[0, 1\].*normalize_method"):
@@ -166,8 +188,10 @@ def test_image_errors_say_what_to_do(tmp_path):
         M.MonitorImage("flat", mon).add(0, np.zeros((4, 4)))
     with pytest.raises(DpnbError, match="needs a Monitor"):
         M.MonitorImage("none", None)
-    with pytest.raises(DpnbError, match="interval must be a positive integer; got 0"):
+    with pytest.raises(DpnbError, match="interval must be a positive number of indices; got 0"):
         M.MonitorSeries("zero", interval=0)
+    with pytest.raises(DpnbError, match="num_images must be a positive integer; got 2.5"):
+        M.MonitorImage("half", mon, num_images=2.5)
     with pytest.raises(DpnbError, match="numbers"):
         M.MonitorSeries("text").add(0, "1.0")
 
