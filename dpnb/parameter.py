@@ -13,7 +13,7 @@ import numpy as np
 from .context import get_current_context, to_module
 from .errors import DpnbError
 from .fileio import load_arrays, save_arrays
-from .graph import Variable
+from .graph import Variable, get_no_grad
 from .storage import clear_storages, storage_for
 
 Scope = OrderedDict[str, object]  # name -> Variable, or name -> nested Scope
@@ -87,8 +87,8 @@ def get_parameter_or_create(name: str, shape: Sequence[int] | None = None,
     ``initializer`` is an nnabla initializer (called with the shape) or an array
     (``shape`` may then be omitted); without one the parameter starts at zero.  As
     in nnabla, an existing parameter takes the ``need_grad`` given, and the result
-    is a variable sharing the parameter's arrays with ``need_grad=as_need_grad``
-    (``need_grad`` when None)."""
+    is a variable named ``name``'s last part, sharing the parameter's arrays, with
+    ``need_grad=as_need_grad`` (``need_grad`` when None; False inside ``no_grad``)."""
     scope, leaf, path = _located(name)
     full = "/".join(path + (leaf,))
     param = scope.get(leaf)
@@ -108,8 +108,9 @@ def get_parameter_or_create(name: str, shape: Sequence[int] | None = None,
                             f"{tuple(shape)} was asked for; use another parameter_scope or "
                             "nn.clear_parameters()")
         param.need_grad = bool(need_grad)
-    view = param.unlinked()
-    view.need_grad = bool(need_grad if as_need_grad is None else as_need_grad)
+    wanted = need_grad if as_need_grad is None else as_need_grad
+    view = param.get_unlinked_variable(need_grad=bool(wanted) and not get_no_grad())
+    view.name = leaf
     return view
 
 

@@ -17,6 +17,7 @@ import dpnb.initializer as I
 import dpnb.parameter as P
 import dpnb.parametric_functions as PF
 from dpnb.errors import DpnbError
+from dpnb.graph import no_grad
 
 with open(os.path.join(os.path.dirname(__file__), "fixtures", "nnabla", "parameters.json")) as f:
     NNABLA = json.load(f)
@@ -136,8 +137,12 @@ def test_get_parameter_or_create_with_arrays_and_need_grad():
     assert {"returned": r.need_grad, "registered": registered().need_grad,
             "same_object": r is registered(),
             "same_data": bool(np.shares_memory(r.d, registered().d))} == expected["as_need_grad_false"]
-    P.get_parameter_or_create("s/t/u", (3,), I.ConstantInitializer(2))
+    u = P.get_parameter_or_create("s/t/u", (3,), I.ConstantInitializer(2))
     assert names() == expected["slash_name"]
+    assert [p.name, u.name] == expected["returned_names"]
+    with no_grad():
+        g = P.get_parameter_or_create("arr", (2, 3), need_grad=True)
+    assert {"returned": g.need_grad, "registered": registered().need_grad} == expected["in_no_grad"]
 
 
 @pytest.mark.parametrize("label, call", [
