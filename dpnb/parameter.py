@@ -135,7 +135,8 @@ def _initial_value(name: str, shape: Sequence[int] | None, initializer):
         value = np.zeros(shape) if initializer is None else initializer(shape)
     if shape is not None and tuple(np.shape(value)) != shape:
         raise DpnbError(f"the initializer of {name!r} gave shape {tuple(np.shape(value))}, "
-                        f"expected {shape}; give an array (or initializer) of the parameter's shape")
+                        f"expected {shape}; give an array (or initializer) of the "
+                        "parameter's shape")
     return value
 
 
@@ -153,7 +154,8 @@ def pop_parameter(key: str) -> Variable | None:
 
 
 def set_parameter(key: str, param: Variable) -> None:
-    """Register an existing variable as parameter ``key`` of the current scope (outside flat storage)."""
+    """Register an existing variable as parameter ``key`` of the current scope (it stays
+    outside flat storage)."""
     if not isinstance(param, Variable):
         raise DpnbError(f"set_parameter expects an nn.Variable, got {type(param).__name__}")
     scope, leaf, _ = _located(key)
@@ -216,7 +218,8 @@ def save_parameters(path, params: dict | None = None, extension: str | None = No
     _check_format(path, extension, "save")
     params = get_parameters(grad_only=False) if params is None else params
     arrays = {name: to_module(v.d, np) for name, v in params.items()}
-    arrays[_NEED_GRAD_KEY] = np.array([name for name, v in params.items() if v.need_grad], dtype=str)
+    trainable = [name for name, v in params.items() if v.need_grad]
+    arrays[_NEED_GRAD_KEY] = np.array(trainable, dtype=str)
     if isinstance(path, (str, os.PathLike)):
         save_arrays(path, arrays)
     else:
@@ -230,8 +233,8 @@ def _read(path) -> dict:
         with np.load(path, allow_pickle=False) as archive:
             return {name: archive[name] for name in archive.files}
     except Exception as e:
-        raise DpnbError(f"parameter file object {_describe(path)} is truncated or not a dpnb parameter "
-                        f"file ({type(e).__name__}: {e}); save it again") from e
+        raise DpnbError(f"parameter file object {_describe(path)} is truncated or not a dpnb "
+                        f"parameter file ({type(e).__name__}: {e}); save it again") from e
 
 
 def load_parameters(path, *, extension: str = ".nntxt") -> None:

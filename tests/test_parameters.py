@@ -1,4 +1,5 @@
 """Parameters: scopes, flat storage, saving and loading, the default generator."""
+import io
 import os
 import subprocess
 import sys
@@ -133,6 +134,8 @@ def test_load_errors(tmp_path):
     np.savez(foreign, w=np.zeros(3))
     with pytest.raises(DpnbError, match="not written by dpnb.save_parameters"):
         nn.load_parameters(foreign)
+    with pytest.raises(DpnbError, match="file object .* truncated or not a dpnb parameter file"):
+        nn.load_parameters(io.BytesIO(b"not an archive"), extension=".npz")
     nn.clear_parameters()
     x = nn.Variable((2, 3, 8, 8))
     with nn.parameter_scope("net"):
