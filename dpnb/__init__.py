@@ -3,7 +3,8 @@
 ``import dpnb as nn`` gives the core: variables, contexts, parameters."""
 from .context import Context, context_scope, default_extension, get_current_context, set_default_context
 from .errors import DpnbError
-from .graph import Function, Variable, auto_forward, get_auto_forward, set_auto_forward
+from .graph import (Function, Variable, auto_forward, forward_all, get_auto_forward, no_grad,
+                    set_auto_forward)
 from .ndarray import NdArray
 from .parameter import (clear_parameters, get_current_parameter_scope, get_parameter_or_create,
                         get_parameters, load_parameters, parameter_scope, save_parameters,
@@ -12,7 +13,8 @@ from .random import seed
 
 __all__ = [
     "Context", "context_scope", "default_extension", "get_current_context", "set_default_context",
-    "DpnbError", "Function", "Variable", "auto_forward", "get_auto_forward", "set_auto_forward",
+    "DpnbError", "Function", "Variable", "auto_forward", "forward_all", "get_auto_forward",
+    "no_grad", "set_auto_forward",
     "NdArray", "clear_parameters", "get_current_parameter_scope", "get_parameter_or_create",
     "get_parameters", "load_parameters", "parameter_scope", "save_parameters", "set_parameter",
     "seed",

@@ -182,3 +182,33 @@ def test_gpu_matches_cpu(name, rng):
         gpu = _run(build, [a, b], w)
     for g, c in zip(gpu, cpu):
         np.testing.assert_array_equal(g, c)
+
+
+def test_sink_backward_is_the_gradient_of_the_summed_inputs(rng):
+    x = nn.Variable.from_numpy_array(rng.randn(2, 3), need_grad=True)
+    a, b = F.mul2(x, x), F.sum(F.reshape(x, (3, 2)), axis=0)
+    s = F.sink(a, b)
+    s.forward()
+    assert s.shape == () and float(s.d) == 0.0
+    s.backward()
+    eps, numeric = 1e-6, np.zeros(x.shape)
+    for j in range(x.size):
+        values = []
+        for step in (eps, -eps):
+            x.d.reshape(-1)[j] += step
+            nn.forward_all([a, b])
+            values.append(float(a.d.sum() + b.d.sum()))
+            x.d.reshape(-1)[j] -= step
+        numeric.reshape(-1)[j] = (values[0] - values[1]) / (2 * eps)
+    np.testing.assert_allclose(x.g, numeric, rtol=1e-6, atol=1e-8)
+    np.testing.assert_array_equal(a.g, np.ones((2, 3)))
+
+
+def test_sink_without_one_input_grad_passes_the_held_gradients(rng):
+    x = nn.Variable.from_numpy_array(rng.randn(3), need_grad=True)
+    a = F.mul_scalar(x, 3.0)
+    a.g = np.array([1.0, -2.0, 0.5])
+    s = F.sink(a, one_input_grad=False)
+    s.forward()
+    s.backward()
+    np.testing.assert_allclose(x.g, 3.0 * np.array([1.0, -2.0, 0.5]))

@@ -190,3 +190,133 @@ def test_long_chains_do_not_hit_the_recursion_limit():
     h.forward()
     h.backward()
     assert h.d[0] == 3001.0 and x.g[0] == 1.0
+
+
+def test_a_leaf_need_grad_changed_between_runs_is_honoured():
+    x, w = leaf([1.0, 2.0]), leaf([3.0, 4.0], need_grad=False)
+    y = F.sum(F.mul2(x, w))
+    y.forward()
+    y.backward()
+    np.testing.assert_allclose(x.g, [3.0, 4.0])
+    assert not w.grad.allocated
+    w.need_grad, x.need_grad = True, False
+    x.g = 0
+    y.forward()
+    y.backward()
+    np.testing.assert_allclose(w.g, [1.0, 2.0])
+    np.testing.assert_allclose(x.g, [0.0, 0.0])
+    w.need_grad = False
+    calls = []
+    y.backward(function_pre_hook=lambda f: calls.append(f.name))
+    assert calls == [] and np.all(w.g == [1.0, 2.0])
+
+
+def test_more_graph_on_top_of_a_cached_root():
+    x = leaf([1.0, 2.0])
+    h = F.mul_scalar(x, 2.0)
+    h.forward()
+    h.backward(np.ones(2))
+    np.testing.assert_allclose(x.g, [2.0, 2.0])
+    y = F.sum(F.mul2(h, h))
+    x.d = [3.0, 4.0]
+    x.g = 0
+    y.forward()
+    y.backward()
+    np.testing.assert_allclose(y.d, 4 * (9 + 16))
+    np.testing.assert_allclose(x.g, 8 * np.array([3.0, 4.0]))
+    x.g = 0
+    h.forward()
+    h.backward(np.ones(2))
+    np.testing.assert_allclose(x.g, [2.0, 2.0])
+
+
+def test_reset_shape_after_a_cached_run_sets_the_graph_up_again():
+    x = leaf(np.arange(6.0))
+    y = F.sum(F.mul_scalar(x, 2.0), axis=0)
+    y.forward()
+    assert y.shape == () and float(y.d) == 30.0
+    x.reset_shape((2, 3))
+    y.forward()
+    assert y.shape == (3,)
+    np.testing.assert_allclose(y.d, [6.0, 10.0, 14.0])
+    y.backward()
+    np.testing.assert_allclose(x.g, np.full((2, 3), 2.0))
+
+
+def test_cutting_a_parent_is_seen_by_a_cached_schedule():
+    x = leaf([1.0, 2.0])
+    h = F.mul_scalar(x, 2.0)
+    y = F.add_scalar(h, 1.0)
+    y.forward()
+    np.testing.assert_allclose(y.d, [3.0, 5.0])
+    h.parent = None  # h becomes a leaf holding its last value
+    x.d = [10.0, 20.0]
+    h.need_grad = True
+    y.forward()
+    np.testing.assert_allclose(y.d, [3.0, 5.0])
+    y.backward(np.ones(2))
+    np.testing.assert_allclose(h.g, [1.0, 1.0])
+    assert not x.grad.allocated
+    with pytest.raises(DpnbError, match="parent must be None or a Function"):
+        h.parent = y.parent
+
+
+def test_clear_no_need_grad_follows_need_grad_changes():
+    x, w = leaf([1.0, 2.0], need_grad=False), leaf([3.0, 4.0], need_grad=False)
+    h = F.mul_scalar(x, 2.0)
+    y = F.sum(F.mul2(h, w))
+    y.forward(clear_no_need_grad=True)
+    with pytest.raises(DpnbError, match="freed"):
+        h.d  # nothing needs a gradient: backward reads nothing
+    w.need_grad = True
+    y.forward(clear_no_need_grad=True)
+    y.backward()
+    np.testing.assert_allclose(w.g, [2.0, 4.0])
+
+
+def test_hooks_with_clear_buffer_and_callbacks_in_order():
+    x = leaf([1.0, 2.0])
+    y = F.sum(F.mul_scalar(x, 2.0))
+    events = []
+
+    class Callback:
+        def on_finish_function_backward(self, fn):
+            events.append(("callback", fn.name))
+
+        def on_finish(self):
+            events.append(("finish",))
+
+    y.forward(clear_buffer=True, function_post_hook=lambda f: events.append(("fwd", f.name)))
+    y.backward(clear_buffer=True, communicator_callbacks=Callback(),
+               function_post_hook=lambda f: events.append(("post", f.name)))
+    assert events == [("fwd", "MulScalar"), ("fwd", "Sum"), ("post", "Sum"), ("callback", "Sum"),
+                      ("post", "MulScalar"), ("callback", "MulScalar"), ("finish",)]
+    np.testing.assert_allclose(x.g, [2.0, 2.0])
+
+
+def test_function_outputs_are_arrays_even_from_numpy_reductions():
+    y = F.mean(leaf([1.0, 2.0]))
+    y.forward()
+    assert isinstance(y.d, np.ndarray) and y.d.shape == ()
+    y.d[...] = 7.0
+    assert float(y.d) == 7.0
+
+
+def test_pinned_parameter_arrays_refuse_type_and_size_changes():
+    nn.clear_parameters()
+    w = nn.get_parameter_or_create("w", (2, 3))
+    with pytest.raises(DpnbError, match="flat parameter storage"):
+        w.data.cast(np.float64)
+    with pytest.raises(DpnbError, match="flat parameter storage"):
+        w.reset_shape((4,), force=True)
+    w.reset_shape((3, 2))
+    assert w.d.shape == (3, 2) and w.data.dtype == np.float32
+    nn.clear_parameters()
+
+
+def test_data_and_grad_setters_copy_values():
+    x = nn.Variable((2,))
+    view = x.d
+    x.data = nn.NdArray.from_numpy_array(np.array([4.0, 5.0]))
+    x.grad = np.array([1.0, 2.0])
+    assert x.d is view and x.d.tolist() == [4.0, 5.0] and x.g.tolist() == [1.0, 2.0]

@@ -1,4 +1,5 @@
-"""Array manipulation: reshape, transpose, concatenate, slice, identity."""
+"""Array manipulation: reshape, transpose, concatenate, slice, identity, and the
+graph-joining sink."""
 from __future__ import annotations
 
 import builtins
@@ -9,7 +10,7 @@ import numpy as np
 from ..graph import Function, Variable
 from .math import _axis, _Unary
 
-__all__ = ["reshape", "transpose", "concatenate", "slice", "identity"]
+__all__ = ["reshape", "transpose", "concatenate", "slice", "identity", "sink"]
 
 
 class Reshape(Function):
@@ -177,3 +178,35 @@ class Identity(_Unary):
 def identity(x: Variable) -> Variable:
     """The input's values, copied into a new variable."""
     return Identity()(x)
+
+
+class Sink(Function):
+    """A dummy end of several graphs: forward does nothing; backward gives each
+    input a gradient of ones, or (``one_input_grad=False``) the gradient it holds."""
+
+    grad_depends_on_inputs = False
+
+    def __init__(self, one_input_grad: bool):
+        self.one_input_grad = bool(one_input_grad)
+
+    def setup(self, inputs):
+        if not inputs:
+            raise self.error("needs at least one input variable, got none; pass the variables "
+                             "to join, e.g. F.sink(loss1, loss2)")
+        self.dtype = self.context.dtype
+        return [((), self.dtype)]
+
+    def forward(self, xp, xs):
+        return (xp.zeros((), self.dtype),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        if self.one_input_grad:
+            return tuple(xp.ones(x.shape, x.dtype) if need else None
+                         for x, need in zip(self.inputs, need_grads))
+        return tuple(x.g if need else None for x, need in zip(self.inputs, need_grads))
+
+
+def sink(*x: Variable, one_input_grad: bool = True) -> Variable:
+    """One variable of shape () depending on all of ``x``, to run forward and backward
+    of several graphs at once (``F.sink(loss1, loss2).backward()``)."""
+    return Sink(one_input_grad)(*x)
