@@ -3,7 +3,8 @@
 One MPI rank becomes one IPython-parallel engine whose engine id is its MPI
 rank.  Before the engine starts, the rank takes GPU ``local_rank`` as its
 default device and limits BLAS/OpenMP threads to its share of the host's
-cores, so that ranks on one host do not oversubscribe it."""
+cores, so that ranks on one host do not oversubscribe it, and ``nnabla`` names
+resolve to dpnb where the real nnabla is not installed."""
 from __future__ import annotations
 
 import os
@@ -97,6 +98,17 @@ def _use_local_gpu(local_rank: int) -> str:
     return f"gpu:{device}"
 
 
+def _stand_in_for_nnabla() -> None:
+    """Let the user's ``import nnabla`` lines give dpnb (unless the real nnabla is
+    installed), and feed their ``MonitorSeries`` losses to the notebook's progress."""
+    from dpnb.monitor import add_series_listener
+    from dpnb.nnabla_alias import use_as_nnabla_unless_installed
+    from dpnb.notebook.progress import SeriesFeed
+
+    use_as_nnabla_unless_installed()
+    add_series_listener(SeriesFeed())
+
+
 def main(argv: list[str] | None = None) -> None:
     """Prepare this rank (threads, GPU) and run an MPI-enabled ipyparallel engine."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -117,6 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.update(DPNB_RANK=str(rank), DPNB_SIZE=str(size), DPNB_LOCAL_RANK=str(local_rank),
                       DPNB_LOCAL_SIZE=str(local_size), DPNB_DEVICE=device)
 
+    _stand_in_for_nnabla()
     from ipyparallel.engine.app import IPEngine
 
     namespace = {"rank": rank, "size": size, "local_rank": local_rank}

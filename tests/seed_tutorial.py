@@ -1,22 +1,25 @@
 """The seed tutorial's code (shared/seed/data_parallel_tutorial.ja.txt), cell by
-cell, with only ``nnabla`` changed to ``dpnb`` and the extension chosen for the
-machine.  Tests run it in one process or on cluster engines."""
+cell, with the extension chosen for the machine.  Its imports come two ways:
+verbatim (``import nnabla ...``, for engines where dpnb stands in for nnabla)
+and with only ``nnabla`` changed to ``dpnb``.  Tests run it in one process or
+on cluster engines."""
 import dpnb
 
-IMPORTS = """
+NNABLA_IMPORTS = """
 import os
 import time
-import dpnb as nn
-import dpnb.communicators as C
-from dpnb.ext_utils import get_extension_context
-import dpnb.functions as F
-from dpnb.initializer import (
+import nnabla as nn
+import nnabla.communicators as C
+from nnabla.ext_utils import get_extension_context
+import nnabla.functions as F
+from nnabla.initializer import (
     calc_uniform_lim_glorot,
     UniformInitializer)
-import dpnb.parametric_functions as PF
-import dpnb.solvers as S
+import nnabla.parametric_functions as PF
+import nnabla.solvers as S
 import numpy as np
 """
+IMPORTS = NNABLA_IMPORTS.replace("nnabla", "dpnb")
 
 COMMUNICATOR = f"""
 extension_module = {dpnb.default_extension()!r}
@@ -76,3 +79,5 @@ loss.backward()
 
 SINGLE_PROCESS = IMPORTS + SINGLE_PROCESS_CONTEXT + NETWORK_AND_STEP
 DATA_PARALLEL = IMPORTS + "nn.clear_parameters()\n" + COMMUNICATOR + NETWORK_AND_STEP
+# The cells as the seed has them: what a %%px user types, imports unchanged.
+NNABLA_CELLS = [NNABLA_IMPORTS, COMMUNICATOR, NETWORK_AND_STEP]

@@ -22,7 +22,7 @@ from dpnb.cluster import Cluster
 from dpnb.cluster.launcher import _process_tree
 from dpnb.errors import DpnbError
 from dpnb.notebook import ProgressMonitor, check_sync, compare, gather, gather_grads
-from seed_tutorial import DATA_PARALLEL
+from seed_tutorial import DATA_PARALLEL, NNABLA_CELLS
 
 
 TIMEOUT = 60
@@ -143,6 +143,30 @@ def test_tutorial_all_reduce_on_engines(cluster):
     assert report.in_sync and report.checked == 4 and "yes" in repr(report)
 
 
+def test_seed_tutorial_px_cells_with_nnabla_imports_unchanged(cluster, capsys):
+    """The engines stand in for nnabla, so the seed's own %%px cells run as typed."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    cluster.view.activate()
+    run(cluster.view, "import dpnb; dpnb.clear_parameters()")
+    for cell in NNABLA_CELLS:
+        assert shell.run_cell("%%px\n" + cell.strip()).success
+    assert shell.run_cell("%%px\nprint(nn.__name__, PF.__name__, 'rank', mpi_rank)").success
+    out = capsys.readouterr().out
+    for rank in (0, 1):
+        assert f"dpnb dpnb.parametric_functions rank {rank}" in out
+    before = gather_grads()
+    assert list(before[0]) == ["conv/W", "conv/b", "affine/W", "affine/b"]
+    assert shell.run_cell("%%px\ncomm.all_reduce([x.grad for x in nn.get_parameters().values()], "
+                          "division=True)").success
+    after = gather_grads()
+    for name in before[0]:
+        mean = (before[0][name].astype(np.float64) + before[1][name]) / 2
+        np.testing.assert_allclose(after[0][name], mean, rtol=1e-5, atol=1e-6)
+    assert not compare(before).agree() and compare(after).agree()
+
+
 def test_check_sync_pulls_only_differing(cluster):
     run(cluster.view, """
         import dpnb as nn
@@ -178,6 +202,35 @@ def test_progress_reaches_the_notebook(cluster):
     run_ = monitor.runs[0]
     assert run_.total == 8 and run_.steps == {0: 8, 1: 8}
     assert run_.losses[1][-1] == (8, pytest.approx(1.0 / 9))
+
+
+def test_nnabla_monitor_series_on_engines_feed_the_progress(cluster, tmp_path):
+    """A MonitorSeries named like a loss reaches the notebook, last step included
+    (sent when the cell ends, as it has no total); other series do not mix in."""
+    monitor = ProgressMonitor(cluster.client, interval=0.05, display=False)
+    monitor.start()
+    try:
+        run(cluster.view, f"""
+            import time
+            from nnabla.monitor import Monitor, MonitorSeries
+            m = Monitor({str(tmp_path)!r} + "/rank" + str(rank))
+            loss_series = MonitorSeries("Training loss", m, verbose=False)
+            error_series = MonitorSeries("Training error", m, verbose=False)
+            for i in range(1, 9):
+                time.sleep(0.05)
+                loss_series.add(i, 1.0 / (i + rank))
+                error_series.add(i, 0.5)
+        """)
+        deadline = time.monotonic() + 10
+        while not monitor.runs and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        monitor.stop()
+    assert len(monitor.runs) == 1
+    run_ = monitor.runs[0]
+    assert run_.total is None and run_.steps == {0: 8, 1: 8}
+    assert run_.losses[1] == [(i, pytest.approx(1.0 / (i + 1))) for i in range(1, 9)]
+    assert (tmp_path / "rank1" / "Training-loss.series.txt").read_text().startswith("1 0.5\n")
 
 
 def test_security_defaults(cluster):
