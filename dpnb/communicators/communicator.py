@@ -14,6 +14,7 @@ import collections
 import dataclasses
 import logging
 import os
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from ..context import Context, array_module_of, get_current_context, require_cup
 from ..errors import DpnbError
 from ..graph import Variable
 from ..ndarray import NdArray
+from ..parameter import get_parameters
 from . import agreement, mpi
 from .agreement import Call
 from .callback import AllReduceCallback
@@ -272,6 +274,18 @@ class MultiProcessCommunicator:
             _require_float(operation, arrays)
         on_gpu = all(array_module_of(a) is not np for a in arrays)
         return AllReduceCallback(self, g, objs, int(pack_size), division, on_gpu)
+
+    def get_all_reduce_callback(self, params=None, pack_size: int = 2 << 20,
+                                division: bool = True, group: str = "world") -> AllReduceCallback:
+        """``all_reduce_callback`` averaging the gradients of ``params`` (default: every
+        trainable parameter, ``nn.get_parameters()``), the helper nnabla's examples use."""
+        if params is None:
+            params = get_parameters()
+        grads = [p.grad for p in (params.values() if isinstance(params, Mapping) else params)]
+        if not grads:
+            raise DpnbError("get_all_reduce_callback: there are no parameters to reduce; build "
+                            "the network before asking for the callback, or pass params=")
+        return self.all_reduce_callback(grads, pack_size, division, group)
 
     def barrier(self) -> None:
         """Wait until every rank has reached this call (interruptibly, with the timeout)."""

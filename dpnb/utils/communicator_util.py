@@ -2,13 +2,11 @@
 program was started by an MPI launcher, and a test for "this process speaks"."""
 from __future__ import annotations
 
-import logging
 import os
 
 from ..communicators import MultiProcessCommunicator
 from ..ext_utils import get_extension_context
-
-logger = logging.getLogger("nnabla")
+from ..logger import logger
 
 # What MPI launchers export to every process: Open MPI, MPICH's Hydra (and
 # Intel MPI), PMIx-based launchers (srun --mpi=pmix, prterun).
