@@ -431,6 +431,9 @@ class Function:
     def __repr__(self) -> str:
         return f"<Function {self.name} at {id(self):#x}>"
 
+    def __str__(self) -> str:
+        return self.name
+
     def __call__(self, *inputs: Variable):
         """Add this function to the graph; returns its output variable(s)."""
         for i, x in enumerate(inputs):
@@ -485,19 +488,15 @@ class Function:
                     y._grad.reset_shape(shape, force=True)
 
     def _run_forward(self) -> None:
-        xp = self.xp
+        xp = self._xp
+        if xp is not np:
+            xp = self.context.xp
         if self._mixed:
             xs = [to_module(h.data, xp) for h in self._in_handles]
         else:
             xs = [h.data for h in self._in_handles]
-        ys = self.forward(xp, xs)
-        for handle, array in zip(self._out_handles, ys):
-            if array.shape != handle.shape:
-                raise DpnbError(f"{self.name} computed shape {tuple(array.shape)} but declared "
-                                f"{handle.shape}; this is a bug in dpnb, please report it")
-            if isinstance(array, np.generic):  # NumPy reductions return scalars: keep arrays
-                array = np.asarray(array)
-            handle.bind(array if array.dtype == handle.dtype else array.astype(handle.dtype))
+        for handle, array in zip(self._out_handles, self.forward(xp, xs)):
+            handle.take(array, self)
 
 
 def _as_list(callbacks) -> list:
@@ -587,10 +586,11 @@ class _Schedule:
         return self._needs
 
     def _make_backward_plan(self, needs: dict[int, bool]) -> tuple[list, dict[int, int]]:
-        """Per function that runs backward (last first): its outputs' gradient slots,
-        its inputs' need_grads, and where each input's gradient goes: ``None``,
-        ``(True, leaf, move)`` (accumulate) or ``(False, slot, move)`` (pending),
-        ``move`` the input's array module where it is not the function's, else None."""
+        """Per function that runs backward (last first): its outputs, their gradient
+        handles and slots, its inputs' need_grads, and where each input's gradient
+        goes: ``None``, ``(True, leaf gradient handle, move)`` (accumulate) or
+        ``(False, slot, move)`` (pending), ``move`` the input's array module where
+        it is not the function's, else None."""
         slots: dict[int, int] = {}
         for fn in self.order:
             for y in fn.outputs:
@@ -606,10 +606,11 @@ class _Schedule:
                 if not need:
                     targets.append(None)
                 elif x._parent is None:
-                    targets.append((True, x, move))
+                    targets.append((True, x.grad, move))
                 else:
                     targets.append((False, slots[id(x)], move))
-            plan.append((fn, [slots[id(y)] for y in fn.outputs], need_grads, targets))
+            plan.append((fn, fn.outputs, [y.grad for y in fn.outputs],
+                         [slots[id(y)] for y in fn.outputs], need_grads, targets))
         return plan, slots
 
     def backward(self, root: Variable, seed, clear_buffer: bool, callbacks: list,
@@ -617,19 +618,21 @@ class _Schedule:
         self._grad_needs()
         pending: list = [None] * len(self._slots)
         pending[self._slots[id(root)]] = seed
-        for fn, out_slots, need_grads, targets in self._backward_plan:
+        for fn, outputs, out_grads, out_slots, need_grads, targets in self._backward_plan:
             if pre is not None:
                 pre(fn)
-            xp = fn.xp
+            xp = fn._xp
+            if xp is not np:
+                xp = fn.context.xp
             gys = []
-            for y, slot in zip(fn.outputs, out_slots):
+            for y, handle, slot in zip(outputs, out_grads, out_slots):
                 gy = pending[slot]
                 if gy is None:
-                    gy = xp.zeros(y.shape, y.dtype)
+                    gy = xp.zeros(handle.shape, handle.dtype)
                 else:
                     pending[slot] = None
                     if y is not root and (not clear_buffer or y.persistent):
-                        y.grad.bind(gy if gy.dtype == y.dtype else gy.astype(y.dtype))
+                        handle.take(gy, fn)
                 gys.append(gy)
             if fn.grad_depends_on_inputs:
                 xs = [h.data for h in fn._in_handles]
@@ -646,12 +649,12 @@ class _Schedule:
                 if move is not None:
                     gx = to_module(gx, move)
                 if is_leaf:
-                    _accumulate_leaf(where, gx)
+                    where.accumulate(gx)
                 else:
                     current = pending[where]
                     pending[where] = gx if current is None else current + gx
             if clear_buffer:
-                for y in fn.outputs:
+                for y in outputs:
                     if not y.persistent and y is not root:
                         y._data.free()
             if post is not None:
@@ -696,12 +699,3 @@ def _grad_requirements(order: list[Function]) -> dict[int, bool]:
         for y in fn.outputs:
             needs[id(y)] = flows
     return needs
-
-
-def _accumulate_leaf(v: Variable, gx) -> None:
-    """Add ``gx`` into a leaf's gradient: leaf gradients accumulate until zeroed."""
-    grad = v.grad
-    if not grad.allocated:
-        grad.bind(gx.astype(grad.dtype, copy=True).reshape(grad.shape))
-    else:
-        grad.data[...] += gx

@@ -156,6 +156,27 @@ class NdArray:
         self._array = array
         self._freed = False
 
+    def take(self, array, producer: object) -> None:
+        """Bind a function's result (no copy where the type agrees; ``producer``
+        names the function in errors): it must have this shape; it is cast to this
+        dtype, and a NumPy scalar becomes a 0-d array."""
+        if array.shape != self._shape:
+            raise DpnbError(f"{producer} computed shape {tuple(array.shape)} but declared "
+                            f"{self._shape}; this is a bug in dpnb, please report it")
+        if isinstance(array, np.generic):  # NumPy reductions return scalars
+            array = np.asarray(array)
+        self._array = array if array.dtype == self._dtype else array.astype(self._dtype)
+        self._freed = False
+
+    def accumulate(self, array) -> None:
+        """Add ``array`` into this array (a copy of it if none is allocated yet):
+        how leaf gradients gather across uses and backward calls."""
+        if self._array is None:
+            self._array = array.astype(self._dtype, copy=True).reshape(self._shape)
+            self._freed = False
+        else:
+            self._array[...] += array
+
     def pin(self) -> None:
         """Fix this handle's shape and dtype: it is a view into a shared buffer (flat storage)."""
         self._pinned = True
