@@ -213,6 +213,21 @@ class Variable:
             return []
         return sorted(self._consumers, key=lambda f: f.serial, reverse=True)
 
+    def visit(self, f: Hook) -> None:
+        """Call ``f`` with each function this variable depends on, in forward order."""
+        for fn in _functions_in_order([self]):
+            f(fn)
+
+    def visit_check(self, f: Callable[["Function"], object]) -> object:
+        """``visit`` that stops at the first function for which ``f`` returns a true
+        value, and then returns True; otherwise ``f``'s last result, as nnabla."""
+        result = None
+        for fn in _functions_in_order([self]):
+            result = f(fn)
+            if result:
+                return True
+        return result
+
     def get_unlinked_variable(self, need_grad: bool | None = None) -> "Variable":
         """A new leaf sharing this variable's data and gradient, cut from the graph;
         ``need_grad`` defaults to this variable's."""

@@ -211,6 +211,22 @@ def test_rank_function_references_size_from_axis():
     assert t.size_from_axis() == rec["size_from_axis_default"]
 
 
+def test_visit_in_forward_order():
+    rec = REC["variable"]["visit"]
+    x = leaf([1.0, 2.0])
+    out = F.add2(F.mul_scalar(x, 2.0), F.identity(x))
+    names = []
+    assert (out.visit(lambda f: names.append(f.name)) is None) == rec["returns_none"]
+    assert names == rec["names"]
+    checked = []
+    assert out.visit_check(lambda f: checked.append(f.name) or f.name == "Identity") == rec["found"]
+    assert checked == rec["check_names"]
+    results = {"false": False, "none": None, "zero": 0, "one": 1}
+    assert {key: repr(out.visit_check(lambda f, r=r: r))
+            for key, r in results.items()} == rec["unfound"]
+    assert repr(out.visit_check(lambda f: None if f.name == "Add2" else False)) == rec["last_result"]
+
+
 def test_function_references_are_weak():
     x = leaf([1.0])
     kept = F.mul_scalar(x, 2.0)
