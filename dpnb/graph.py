@@ -114,11 +114,12 @@ class Variable:
         return v
 
     def apply(self, **kwargs) -> "Variable":
-        """Set attributes (``need_grad=``, ``persistent=``, ``name=`` ...) and return self, for chaining."""
+        """Set attributes (``need_grad=``, ``persistent=``, ``name=`` ...) and return
+        self, for chaining."""
         for key, value in kwargs.items():
             if key not in _SETTABLE:
-                raise DpnbError(f"Variable.apply: {key!r} is not a settable attribute of a variable; "
-                                f"expected some of {', '.join(_SETTABLE)}")
+                raise DpnbError(f"Variable.apply: {key!r} is not a settable attribute of a "
+                                f"variable; expected some of {', '.join(_SETTABLE)}")
             setattr(self, key, value)
         return self
 
@@ -246,10 +247,12 @@ class Variable:
         this variable; with ``unlink`` it is a new leaf sharing data and gradient."""
         if unlink:
             v = Variable.__new__(Variable)
-            data = NdArray(shape, dtype=self.dtype, xp=self._data.xp, owner=f"reshaped {self._data.owner}")
+            data = NdArray(shape, dtype=self.dtype, xp=self._data.xp,
+                           owner=f"reshaped {self._data.owner}")
             if data.size != self.size:
                 raise DpnbError(f"cannot reshape {self.shape} ({self.size} elements) to "
-                                f"{data.shape}; the new shape must hold the same number of elements")
+                                f"{data.shape}; the new shape must hold the same number of "
+                                "elements")
             data.bind(self.d.reshape(data.shape))
             grad = NdArray(data.shape, dtype=self.dtype, xp=self._data.xp,
                            owner=f"gradient of {data.owner}")
@@ -385,8 +388,9 @@ def forward_all(variables: Sequence[Variable], clear_buffer: bool = False,
     """Forward of several variables that share a graph, running each function once;
     with ``clear_buffer`` the given variables are kept, whatever their ``persistent``."""
     if isinstance(variables, Variable) or not isinstance(variables, Sequence):
-        raise DpnbError(f"forward_all expects a list of nn.Variable, got {type(variables).__name__}; "
-                        "wrap a single variable in a list, or call its forward()")
+        raise DpnbError(f"forward_all expects a list of nn.Variable, got "
+                        f"{type(variables).__name__}; wrap a single variable in a list, or "
+                        "call its forward()")
     roots = list(variables)
     for i, v in enumerate(roots):
         if not isinstance(v, Variable):
@@ -531,9 +535,12 @@ class _Schedule:
         for fn in self.order:
             fn._setup_again_if_reshaped()
         self.root_ids = {id(v) for v in roots}
-        seen: set[int] = set()
-        self.leaves = [x for fn in self.order for x in fn.inputs
-                       if x._parent is None and not (id(x) in seen or seen.add(id(x)))]
+        leaves: dict[int, Variable] = {}
+        for fn in self.order:
+            for x in fn.inputs:
+                if x._parent is None:
+                    leaves.setdefault(id(x), x)
+        self.leaves = list(leaves.values())
         self._needs_for: tuple | None = None
         self._needs: dict[int, bool] = {}
         self._backward_plan: list = []

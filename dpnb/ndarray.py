@@ -19,7 +19,10 @@ _MODES = ("r", "w", "rw")
 def _as_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
     """``shape`` as a tuple of non-negative ints (an int is a 1-d shape, as in nnabla)."""
     try:
-        dims = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+        if isinstance(shape, (int, np.integer)):
+            dims = (int(shape),)
+        else:
+            dims = tuple(int(s) for s in shape)
     except TypeError:
         raise DpnbError(f"a shape must be an int or a sequence of ints, got {shape!r}") from None
     if any(s < 0 for s in dims):
