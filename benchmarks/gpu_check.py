@@ -396,6 +396,8 @@ def function_cases() -> dict[str, tuple[Callable, list[tuple[np.ndarray, bool]]]
         "sum": (lambda a: F.sum(a, axis=1, keepdims=True), [x(2, 3, 4)]),
         "mean": (lambda a: F.mean(a, axis=(0, 2)), [x(2, 3, 4)]),
         "max": (lambda a: F.max(a, axis=2), [x(2, 3, 4)]),
+        "min": (lambda a: F.min(a, axis=1), [x(2, 3, 4)]),
+        "sink": (lambda a, b: F.sink(a, b), [x(2, 3), x(4)]),
         "affine": (F.affine, [x(2, 3, 4), x(12, 5), x(5)]),
         "convolution": (lambda a, w, b: F.convolution(a, w, b, pad=(1, 1), stride=(2, 1),
                                                       dilation=(1, 2), group=2),
@@ -427,7 +429,7 @@ def call_case(fn: Callable, inputs: list[tuple[np.ndarray, bool]]) -> dict:
     y.forward()
     out = {"output": y.d}
     if y.need_grad:
-        y.backward(np.random.RandomState(1).randn(*y.shape).astype(y.dtype))
+        y.backward(np.asarray(np.random.RandomState(1).randn(*y.shape), dtype=y.dtype))
         out.update((f"gradient of input {i}", v.g) for i, v in enumerate(xs) if v.need_grad)
     # inputs without a gradient may be updated in place (batch-norm running statistics)
     out.update((f"input {i} after the call", v.d) for i, v in enumerate(xs) if not v.need_grad)

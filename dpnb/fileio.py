@@ -35,6 +35,23 @@ def atomic_write(path: str | os.PathLike) -> Iterator[BinaryIO]:
         os.close(dir_fd)
 
 
+def describe(path) -> str:
+    """A path or file object as error messages show it."""
+    return repr(os.fspath(path)) if isinstance(path, (str, os.PathLike)) else repr(path)
+
+
+def require_npz(path, action: str, what: str, extension: str | None = None) -> None:
+    """Refuse a file of another format than dpnb's .npz: by the path's extension, or
+    for a file object by ``extension``, so that no other format is written or
+    read as .npz without a word."""
+    is_path = isinstance(path, (str, os.PathLike))
+    ext = os.path.splitext(os.fspath(path))[1] if is_path else (extension or "")
+    if ext != ".npz":
+        hint = "name the file *.npz" if is_path else "pass extension='.npz' with a file object"
+        raise DpnbError(f"cannot {action} {what} in the {ext or 'extensionless'!r} format "
+                        f"({describe(path)}): dpnb's {what} files are .npz; {hint}")
+
+
 def save_arrays(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
     """Save named arrays as an .npz archive, atomically."""
     with atomic_write(path) as f:

@@ -12,7 +12,7 @@ import numpy as np
 
 from .context import get_current_context, to_module
 from .errors import DpnbError
-from .fileio import load_arrays, save_arrays
+from .fileio import describe, load_arrays, require_npz, save_arrays
 from .graph import Variable, get_no_grad
 from .storage import clear_storages, storage_for
 
@@ -192,30 +192,10 @@ def clear_parameters() -> None:
         clear_storages()
 
 
-def _extension(path, extension: str | None) -> str:
-    """The file format: a path's own extension, else (a file object) ``extension``."""
-    if isinstance(path, (str, os.PathLike)):
-        return os.path.splitext(os.fspath(path))[1]
-    return extension or ""
-
-
-def _describe(path) -> str:
-    return repr(os.fspath(path)) if isinstance(path, (str, os.PathLike)) else repr(path)
-
-
-def _check_format(path, extension: str | None, action: str) -> None:
-    ext = _extension(path, extension)
-    if ext != ".npz":
-        hint = ("name the file *.npz" if isinstance(path, (str, os.PathLike))
-                else "pass extension='.npz' with a file object")
-        raise DpnbError(f"cannot {action} parameters in the {ext or 'extensionless'!r} format "
-                        f"({_describe(path)}): dpnb's parameter files are .npz; {hint}")
-
-
 def save_parameters(path, params: dict | None = None, extension: str | None = None) -> None:
     """Write the parameters of the current scope (or ``params``) to ``path`` as .npz:
     atomically for a path, directly for a file object (whose format ``extension`` names)."""
-    _check_format(path, extension, "save")
+    require_npz(path, "save", "parameters", extension)
     params = get_parameters(grad_only=False) if params is None else params
     arrays = {name: to_module(v.d, np) for name, v in params.items()}
     trainable = [name for name, v in params.items() if v.need_grad]
@@ -233,7 +213,7 @@ def _read(path) -> dict:
         with np.load(path, allow_pickle=False) as archive:
             return {name: archive[name] for name in archive.files}
     except Exception as e:
-        raise DpnbError(f"parameter file object {_describe(path)} is truncated or not a dpnb "
+        raise DpnbError(f"parameter file object {describe(path)} is truncated or not a dpnb "
                         f"parameter file ({type(e).__name__}: {e}); save it again") from e
 
 
@@ -243,16 +223,16 @@ def load_parameters(path, *, extension: str = ".nntxt") -> None:
 
     Existing parameters are overwritten in place (their shapes must match);
     missing ones are created."""
-    _check_format(path, extension, "load")
+    require_npz(path, "load", "parameters", extension)
     arrays = _read(path)
     if _NEED_GRAD_KEY not in arrays:
-        raise DpnbError(f"parameter file {_describe(path)} has no {_NEED_GRAD_KEY!r} entry: "
+        raise DpnbError(f"parameter file {describe(path)} has no {_NEED_GRAD_KEY!r} entry: "
                         "it was not written by dpnb.save_parameters")
     need_grad = set(arrays.pop(_NEED_GRAD_KEY).tolist())
     for name, value in arrays.items():
         existing = get_parameter(name)
         if existing is not None and existing.shape != value.shape:
-            raise DpnbError(f"parameter {name!r} in {_describe(path)} has shape {value.shape}, "
+            raise DpnbError(f"parameter {name!r} in {describe(path)} has shape {value.shape}, "
                             f"but the network's has shape {existing.shape}; the file belongs "
                             "to a different network")
     for name, value in arrays.items():

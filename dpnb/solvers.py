@@ -22,7 +22,7 @@ import numpy as np
 
 from .context import array_module_of, to_module
 from .errors import DpnbError
-from .fileio import load_arrays, save_arrays
+from .fileio import load_arrays, require_npz, save_arrays
 from .graph import Variable
 from .storage import Run, contiguous_runs
 
@@ -281,6 +281,7 @@ class Solver:
     def save_states(self, path: str | os.PathLike) -> None:
         """Write the states to ``path`` atomically, as .npz entries ``<name>/<state>``
         and ``<name>/t`` per parameter."""
+        require_npz(path, "save", "solver state")
         self._require_runs()
         arrays: dict[str, np.ndarray] = {}
         for name, state, t in self._host_states():
@@ -290,6 +291,7 @@ class Solver:
 
     def load_states(self, path: str | os.PathLike) -> None:
         """Read states written by ``save_states`` for the parameters now registered."""
+        require_npz(path, "load", "solver state")
         names = [name for rs in self._require_runs() for name in rs.names]
         arrays = load_arrays(path, "solver state")
         entries = {f"{name}/{key}" for name in names for key in self._state_names + ("t",)}

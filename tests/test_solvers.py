@@ -491,6 +491,16 @@ def test_load_states_of_missing_or_broken_files(rng, tmp_path):
         solver.load_states(broken)
 
 
+def test_states_in_another_format_are_refused_not_written_as_npz(rng, tmp_path):
+    solver = S.Adam()
+    solver.set_parameters(flat_layout(rng)[0])
+    with pytest.raises(DpnbError, match=r"cannot save solver state in the '\.h5' format.*\*\.npz"):
+        solver.save_states(tmp_path / "states.h5")
+    assert not list(tmp_path.iterdir())
+    with pytest.raises(DpnbError, match=r"cannot load solver state in the '\.protobuf' format"):
+        solver.load_states(tmp_path / "states.protobuf")
+
+
 def test_load_states_for_other_parameters_names_them(rng, tmp_path):
     params, _ = flat_layout(rng)
     path = saved_states(rng, tmp_path, S.Adam(), params)
