@@ -13,7 +13,7 @@ import numpy as np
 from .context import get_current_context, to_module
 from .errors import DpnbError
 from .fileio import describe, load_arrays, require_npz, save_arrays
-from .graph import Variable, get_no_grad
+from .graph import Variable, get_no_grad, no_grad  # noqa: F401 (nnabla.parameter.no_grad)
 from .storage import clear_storages, storage_for
 
 Scope = OrderedDict[str, object]  # name -> Variable, or name -> nested Scope

@@ -5,12 +5,13 @@ an MPI job (one per device), with nnabla's API: over MPI, and over NCCL for
 GPU arrays where CuPy has it."""
 from .agreement import AgreementError
 from .callback import AllReduceCallback
-from .communicator import MultiProcessCommunicator, MultiProcessDataParallelCommunicator
+from .communicator import (MultiProcessCommunicator, MultiProcessDataParalellCommunicator,
+                           MultiProcessDataParallelCommunicator)
 from .mpiexec import find_mpiexec
 from .wait import CommunicatorError, CommunicatorInterrupted, CommunicatorTimeout
 
 __all__ = [
     "AgreementError", "AllReduceCallback", "CommunicatorError", "CommunicatorInterrupted",
-    "CommunicatorTimeout", "MultiProcessCommunicator", "MultiProcessDataParallelCommunicator",
-    "find_mpiexec",
+    "CommunicatorTimeout", "MultiProcessCommunicator", "MultiProcessDataParalellCommunicator",
+    "MultiProcessDataParallelCommunicator", "find_mpiexec",
 ]

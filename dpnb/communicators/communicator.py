@@ -438,6 +438,7 @@ class MultiProcessCommunicator:
 
 
 MultiProcessDataParallelCommunicator = MultiProcessCommunicator
+MultiProcessDataParalellCommunicator = MultiProcessCommunicator  # nnabla's own spelling too
 
 
 def _as_list(data, operation: str, argument: str = "data") -> list:
