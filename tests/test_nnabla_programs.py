@@ -1,6 +1,7 @@
 """nnabla programs, unchanged, through ``dpnb run``: alone against what nnabla 1.39
-computed for the same program (tests/fixtures/nnabla/programs.json), and under
-``mpiexec -n 2`` with each rank on its own shard and the gradients averaged."""
+computed for the same programs (tests/fixtures/nnabla/programs.json and
+programs/), and under ``mpiexec -n 2`` with each rank on its own shard and the
+gradients averaged."""
 import json
 import os
 import subprocess
@@ -14,13 +15,16 @@ import dpnb.communicators as C
 
 HERE = Path(__file__).resolve().parent
 PROGRAM = HERE / "nnabla_programs" / "classification.py"
+IMAGE_PROGRAM = HERE / "nnabla_programs" / "image_classification.py"
+RECORDED = HERE / "fixtures" / "nnabla" / "programs"
 DPNB = os.path.join(os.path.dirname(sys.executable), "dpnb")
 NNABLA = json.loads((HERE / "fixtures" / "nnabla" / "programs.json").read_text())
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
 def run_program(tmp_path, *args: str, ranks: int = 1) -> list[dict]:
     """Run the program through ``dpnb run`` (under mpiexec for several ranks); per-rank results."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", DPNB_COMM_TIMEOUT="30")
+    env = dict(os.environ, **ONE_THREAD, DPNB_COMM_TIMEOUT="30")
     command = [DPNB, "run", str(PROGRAM), "--result", str(tmp_path), "-o",
                str(tmp_path / "monitor"), *args]
     if ranks > 1:
@@ -75,3 +79,38 @@ def check_data_parallel(results: list[dict]) -> None:
 @pytest.mark.parametrize("exchange", ["all_reduce", "callback"])
 def test_two_ranks_under_mpiexec(tmp_path, exchange):
     check_data_parallel(run_program(tmp_path, "--exchange", exchange, ranks=2))
+
+
+def test_image_program_computes_what_nnabla_computes(tmp_path):
+    """Download from the data home, a file cache, conv + BN + pooling + reshape, weight
+    decay, an image-tile monitor, no_grad, F.max with its index and forward_all."""
+    from PIL import Image
+
+    home = tmp_path / "home"
+    subprocess.run([DPNB, "run", str(IMAGE_PROGRAM), "--make-data", str(home / "nnabla_data")],
+                   check=True, timeout=60)
+    monitor = tmp_path / "monitor"
+    result = subprocess.run([DPNB, "run", str(IMAGE_PROGRAM), "--result", str(tmp_path / "out"),
+                             "-o", str(monitor), "--cache", str(tmp_path / "cache")],
+                            capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, HOME=str(home), **ONE_THREAD))
+    assert result.returncode == 0, result.stdout + result.stderr
+    ours = json.loads((tmp_path / "out" / "result.json").read_text())
+    theirs = NNABLA["image_classification"]
+    np.testing.assert_allclose(ours["losses"], theirs["losses"], rtol=1e-3, atol=1e-5)
+    np.testing.assert_allclose(ours["prob_sums"], theirs["prob_sums"], rtol=1e-5)
+    for key in ("accuracy", "index_dtype", "parameters", "trainable", "frozen", "cache_files"):
+        assert ours[key] == theirs[key], key
+    np.testing.assert_allclose(series((monitor / "Training-loss.series.txt").read_text()),
+                               series(theirs["Training-loss.series.txt"]), rtol=1e-3, atol=1e-5)
+    with np.load(tmp_path / "out" / "params.npz") as got, \
+            np.load(RECORDED / "image_params.npz") as expected:
+        assert list(got) == list(expected)
+        for name in expected:
+            np.testing.assert_allclose(got[name], expected[name], rtol=1e-3, atol=1e-4)
+    tiles = sorted(p.name for p in (RECORDED / "Training-images").iterdir())
+    assert sorted(p.name for p in (monitor / "Training-images").iterdir()) == tiles
+    for name in tiles:
+        got = np.asarray(Image.open(monitor / "Training-images" / name), dtype=np.int16)
+        expected = np.asarray(Image.open(RECORDED / "Training-images" / name), dtype=np.int16)
+        assert got.shape == expected.shape and np.abs(got - expected).max() <= 1
