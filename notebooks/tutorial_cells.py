@@ -150,25 +150,29 @@ cluster.topology()
 ## Imports on every rank
 
 From here on, `%%px` cells run on both ranks at once. The code is the same as for a
-single process; only the communicator is new.
+single process; only the communicator is new. The imports are nnabla's own: dpnb's
+engines stand in for nnabla where it is not installed, so `import nnabla as nn` gives
+dpnb (`import dpnb as nn` works as well).
 """, r"""
 ## 各ランクでのインポート
 
 ここからの `%%px` セルは両方のランクで同時に実行されます。コードは 1 プロセスの場合と
-同じで、新しいのはコミュニケーターだけです。
+同じで、新しいのはコミュニケーターだけです。インポートは nnabla のものそのままです。
+nnabla がインストールされていない環境では dpnb のエンジンが nnabla の代わりを務めるので、
+`import nnabla as nn` で dpnb が使われます（`import dpnb as nn` と書いても同じです）。
 """),
 ("code", r"""
 %%px
 import numpy as np
 
 import dpnb
-import dpnb as nn
-import dpnb.communicators as C
-import dpnb.functions as F
-import dpnb.parametric_functions as PF
-import dpnb.solvers as S
-from dpnb.ext_utils import get_extension_context
-from dpnb.initializer import UniformInitializer, calc_uniform_lim_glorot
+import nnabla as nn
+import nnabla.communicators as C
+import nnabla.functions as F
+import nnabla.parametric_functions as PF
+import nnabla.solvers as S
+from nnabla.ext_utils import get_extension_context
+from nnabla.initializer import UniformInitializer, calc_uniform_lim_glorot
 """, None),
 ("md", r"""
 ## The communicator
