@@ -52,20 +52,23 @@ def require_npz(path, action: str, what: str, extension: str | None = None) -> N
                         f"({describe(path)}): dpnb's {what} files are .npz; {hint}")
 
 
-def save_arrays(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
-    """Save named arrays as an .npz archive, atomically."""
-    with atomic_write(path) as f:
+def save_arrays(target, arrays: dict[str, np.ndarray]) -> None:
+    """Save named arrays as an .npz archive: atomically to a path, or into a file object."""
+    if not isinstance(target, (str, os.PathLike)):
+        np.savez(target, **arrays)
+        return
+    with atomic_write(target) as f:
         np.savez(f, **arrays)
 
 
-def load_arrays(path: str | os.PathLike, what: str) -> dict[str, np.ndarray]:
-    """Read an archive written by ``save_arrays``; ``what`` names it in errors."""
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise DpnbError(f"{what} file {path!r} does not exist; check the path")
+def load_arrays(source, what: str) -> dict[str, np.ndarray]:
+    """Read an archive written by ``save_arrays`` from a path or a file object;
+    ``what`` names it in errors."""
+    if isinstance(source, (str, os.PathLike)) and not os.path.exists(source):
+        raise DpnbError(f"{what} file {describe(source)} does not exist; check the path")
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        with np.load(source, allow_pickle=False) as archive:
             return {name: archive[name] for name in archive.files}
     except Exception as e:
-        raise DpnbError(f"{what} file {path!r} is truncated or not a dpnb {what} file "
+        raise DpnbError(f"{what} file {describe(source)} is truncated or not a dpnb {what} file "
                         f"({type(e).__name__}: {e}); save it again") from e

@@ -174,7 +174,8 @@ class MonitorTimeElapsed:
         elapsed, total, iterations = now - self._lap, now - self._start, index - self._flushed_at
         self._lap = now
         if self.verbose:
-            logger.info(f"iter={index} {{{self.name}}}={elapsed}[sec/{iterations}iter] {total}[sec]")
+            logger.info(f"iter={index} {{{self.name}}}={elapsed}[sec/{iterations}iter] "
+                        f"{total}[sec]")
         if self._path is not None:
             with open(self._path, "a") as f:
                 f.write(f"{index} {elapsed} {iterations} {total}\n")
@@ -214,7 +215,8 @@ class MonitorImage:
     ``<name>/<index:06d>-<image:03d>.png`` at index 0 and every ``interval`` indices."""
 
     def __init__(self, name: str, monitor: Monitor, interval: int = 1000, verbose: bool = True,
-                 num_images: int = 16, normalize_method: Callable[[np.ndarray], np.ndarray] | None = None):
+                 num_images: int = 16,
+                 normalize_method: Callable[[np.ndarray], np.ndarray] | None = None):
         if not isinstance(monitor, Monitor):
             raise DpnbError(f"{type(self).__name__} needs a Monitor to write into; got "
                             f"{type(monitor).__name__}. Pass Monitor(save_path)")
@@ -275,7 +277,8 @@ class MonitorImageTile(MonitorImage):
     ``<name>/<index:06d>.png``, at index 0 and every ``interval`` indices."""
 
     def add(self, index: int, var) -> None:
-        """Save the tiled images of ``var`` (a Variable, an NdArray or an array) if ``index`` is due."""
+        """Save the tiled images of ``var`` (a Variable, an NdArray or an array) if
+        ``index`` is due."""
         if not self._due(index):
             return
         path = os.path.join(self.save_dir, f"{index:06d}.png")

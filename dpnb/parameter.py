@@ -4,7 +4,6 @@ creation, listing, saving and loading."""
 from __future__ import annotations
 
 import contextlib
-import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 
@@ -200,21 +199,7 @@ def save_parameters(path, params: dict | None = None, extension: str | None = No
     arrays = {name: to_module(v.d, np) for name, v in params.items()}
     trainable = [name for name, v in params.items() if v.need_grad]
     arrays[_NEED_GRAD_KEY] = np.array(trainable, dtype=str)
-    if isinstance(path, (str, os.PathLike)):
-        save_arrays(path, arrays)
-    else:
-        np.savez(path, **arrays)
-
-
-def _read(path) -> dict:
-    if isinstance(path, (str, os.PathLike)):
-        return load_arrays(path, "parameter")
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            return {name: archive[name] for name in archive.files}
-    except Exception as e:
-        raise DpnbError(f"parameter file object {describe(path)} is truncated or not a dpnb "
-                        f"parameter file ({type(e).__name__}: {e}); save it again") from e
+    save_arrays(path, arrays)
 
 
 def load_parameters(path, *, extension: str = ".nntxt") -> None:
@@ -224,7 +209,7 @@ def load_parameters(path, *, extension: str = ".nntxt") -> None:
     Existing parameters are overwritten in place (their shapes must match);
     missing ones are created."""
     require_npz(path, "load", "parameters", extension)
-    arrays = _read(path)
+    arrays = load_arrays(path, "parameter")
     if _NEED_GRAD_KEY not in arrays:
         raise DpnbError(f"parameter file {describe(path)} has no {_NEED_GRAD_KEY!r} entry: "
                         "it was not written by dpnb.save_parameters")
