@@ -149,3 +149,31 @@ def test_dpnb_magic_help_and_errors(capsys):
         with pytest.raises(DpnbError, match=r"no cluster is running.*dpnb start"):
             dpnb_magic("status")
         dpnb_magic("stop")                                     # nothing to stop: no error
+
+
+def test_named_arrays_travel_as_flat_storage_views_and_come_back_by_name():
+    """Flat-storage gradients are sent as one view of the storage (ipyparallel sends
+    top-level arrays without copying them); other variables as buffers of their own."""
+    import dpnb as nn
+    import dpnb.parametric_functions as PF
+    from dpnb.notebook import remote
+
+    x = nn.Variable((2, 3))
+    PF.affine(x, 4, name="fc")
+    params = list(nn.get_parameters().items())
+    for _, p in params:
+        p.g = np.random.RandomState(0).randn(*p.shape)
+    outside = nn.Variable.from_numpy_array(np.arange(6.0).reshape(2, 3))
+    outside.g = np.full((2, 3), 7.0)
+    layout, *buffers = packed = remote.pack(params + [("outside", outside)], gradients=True)
+    assert len(buffers) == 2 and [entry[:2] for entry in layout] == [
+        ("fc/affine/W", 0), ("fc/affine/b", 0), ("outside", 1)]
+    assert all(np.shares_memory(buffers[0], p.g) for _, p in params)
+    unpacked = remote.unpack(packed)
+    assert [name for name, _ in unpacked] == ["fc/affine/W", "fc/affine/b", "outside"]
+    for (name, value), (_, p) in zip(unpacked, params + [("outside", outside)]):
+        np.testing.assert_array_equal(value, p.g)
+        assert value.dtype == p.g.dtype and value.shape == p.shape
+    data = dict(remote.unpack(remote.pack([("outside", outside)])))
+    np.testing.assert_array_equal(data["outside"], outside.d)
+    assert remote.unpack(remote.pack([])) == []

@@ -68,7 +68,8 @@ def gather_grads(view=None) -> PerRank:
     """Every parameter gradient from every rank: rank -> {name: array}."""
     view = _view(view)
     values = view.apply_sync(remote.gradients)
-    return PerRank({rank: dict(v) for rank, v in zip(view.targets, values)}, title="gradients")
+    return PerRank({rank: dict(remote.unpack(v)) for rank, v in zip(view.targets, values)},
+                   title="gradients")
 
 
 def _by_name(gathered: dict) -> dict:
@@ -179,7 +180,7 @@ def check_sync(view=None) -> SyncReport:
     differing = [n for n in names if len({sums[r].get(n) for r in ranks}) > 1]
     values: dict = {}
     if differing:
-        pulled = {rank: dict(v) for rank, v in
+        pulled = {rank: dict(remote.unpack(v)) for rank, v in
                   zip(ranks, view.apply_sync(remote.parameter_values, differing))}
         values = {n: PerRank({r: pulled[r].get(n) for r in ranks}, title=n) for n in differing}
     return SyncReport(ranks, len(names), values)

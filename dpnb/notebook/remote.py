@@ -1,7 +1,11 @@
 """Functions the notebook runs on the engines; they read the engine's user namespace
 and return host (NumPy) copies, so that nothing device-specific crosses the wire.
 Named results travel as lists of (name, value) pairs: ipyparallel's serialisation
-does not keep the order of dict keys, and parameter order matters."""
+does not keep the order of dict keys, and parameter order matters.  Named arrays
+travel packed (``pack`` / ``unpack``): ipyparallel sends only the arrays at the
+top level of a result as zero-copy buffers and pickles the rest, so the arrays
+go as one buffer per run of adjacent arrays beside a small table of names and
+places."""
 from __future__ import annotations
 
 import hashlib
@@ -41,11 +45,34 @@ def evaluate(expression: str):
     return to_host(eval(expression, user_namespace()))
 
 
-def gradients() -> list:
-    """Every trainable parameter's gradient: [(name, array), ...]."""
+def pack(named: list, gradients: bool = False) -> tuple:
+    """The data (or gradients) of named variables ``[(name, Variable), ...]`` as
+    ``(layout, buffer, ...)``: one flat host buffer per run of adjacent arrays (in
+    flat storage a view of it, so no copy is made), and ``layout`` giving each
+    name its buffer, offset and shape."""
+    from ..storage import contiguous_runs
+
+    names = iter([name for name, _ in named])
+    layout, buffers = [], []
+    for run in contiguous_runs([v for _, v in named]):
+        buffers.append(to_host(run.grad() if gradients else run.data()))
+        layout += [(next(names), len(buffers) - 1, offset, v.shape)
+                   for v, offset in zip(run.variables, run.offsets)]
+    return (layout, *buffers)
+
+
+def unpack(packed) -> list:
+    """The ``[(name, array), ...]`` that ``pack`` made ``packed`` from (views of its buffers)."""
+    layout, *buffers = packed
+    return [(name, buffers[index][offset:offset + int(np.prod(shape, dtype=np.int64))]
+             .reshape(shape)) for name, index, offset, shape in layout]
+
+
+def gradients() -> tuple:
+    """Every trainable parameter's gradient, packed: ``unpack`` gives [(name, array), ...]."""
     from ..parameter import get_parameters
 
-    return [(name, to_host(v.grad)) for name, v in get_parameters().items()]
+    return pack(list(get_parameters().items()), gradients=True)
 
 
 def checksums() -> list:
@@ -60,9 +87,9 @@ def checksums() -> list:
     return sums
 
 
-def parameter_values(names: list[str]) -> list:
-    """The values of the named parameters: [(name, array), ...]."""
+def parameter_values(names: list[str]) -> tuple:
+    """The values of the named parameters, packed: ``unpack`` gives [(name, array), ...]."""
     from ..parameter import get_parameters
 
     params = get_parameters(grad_only=False)
-    return [(name, to_host(params[name].data)) for name in names if name in params]
+    return pack([(name, params[name]) for name in names if name in params])
