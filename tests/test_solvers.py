@@ -54,7 +54,15 @@ def subset_layout(rng):
     return {n: params[n] for n in ("a/W", "b/W", "b/b")}, 2
 
 
-LAYOUTS = {"flat": flat_layout, "mixed": mixed_layout, "subset": subset_layout}
+def large_layout(rng):
+    """One run of several CPU update slices, parameter ends falling inside slices."""
+    sizes = {"a/W": (300, 500), "a/b": (500,), "b/W": (S.CPU_SLICE + 7,)}
+    assert sum(np.prod(shape) for shape in sizes.values()) > 3 * S.CPU_SLICE
+    return make_params({name: rng.randn(*shape) for name, shape in sizes.items()}), 1
+
+
+LAYOUTS = {"flat": flat_layout, "mixed": mixed_layout, "subset": subset_layout,
+           "large": large_layout}
 
 
 # -- references: one parameter at a time, as nnabla's documentation writes them --
