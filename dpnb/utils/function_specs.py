@@ -127,10 +127,13 @@ def _extremum(call: Callable) -> Callable[[list[Variable], Params, int], Built]:
 
 
 def _slice_params(fn) -> Params:
-    """Start, stop and step of every axis, as the non-negative bounds Python resolves
-    (a stop before index 0 of a reversed slice as one below -size, so it stays there)."""
+    """Start, stop and step of the axes given (the last ones, as in nnabla), as the
+    non-negative bounds Python resolves (a stop before index 0 of a reversed slice as
+    one below -size, so that it stays there)."""
+    given = [len(v) for v in (fn.start, fn.stop, fn.step) if v is not None]
+    n = given[0] if given else len(fn.in_shape)
     start, stop, step = [], [], []
-    for index, size in zip(fn.index, fn.in_shape):
+    for index, size in list(zip(fn.index, fn.in_shape))[len(fn.in_shape) - n:]:
         a, b, s = index.indices(size)
         start.append(a)
         stop.append(b if b >= 0 else -size - 1)
