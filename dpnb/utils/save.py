@@ -298,13 +298,19 @@ def create_proto(contents: dict, include_params: bool = False, variable_batch_si
 
 def _nnp_bytes(proto, params: dict, parameter_format: str) -> bytes:
     """The .nnp archive: version, network text, and parameters in ``parameter_format``."""
-    parameter_file = io.BytesIO()
-    save_parameters(parameter_file, params, extension=parameter_format)
+    if parameter_format == ".protobuf":
+        message = nnabla_pb2.NNablaProtoBuf()
+        _add_parameters(message, params)
+        parameter_bytes = message.SerializeToString()
+    else:
+        parameter_file = io.BytesIO()
+        save_parameters(parameter_file, params, extension=parameter_format)
+        parameter_bytes = parameter_file.getvalue()
     archive = io.BytesIO()
     with zipfile.ZipFile(archive, "w") as nnp:
         nnp.writestr("nnp_version.txt", f"{NNP_VERSION}\n")
         nnp.writestr("network.nntxt", text_format.MessageToString(proto))
-        nnp.writestr(f"parameter{parameter_format}", parameter_file.getvalue())
+        nnp.writestr(f"parameter{parameter_format}", parameter_bytes)
     return archive.getvalue()
 
 
