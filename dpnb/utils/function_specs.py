@@ -179,8 +179,9 @@ def _sync_batch_norm_params(fn) -> Params:
 
 
 def _sync_batch_norm(xs, p, n):
-    """Read back as plain batch normalization where it uses the running statistics (the same
-    computation; nothing is exchanged): a file cannot hold the communicator batch statistics need."""
+    """Read back as plain batch normalization where it uses the running statistics (the
+    same computation, nothing exchanged): a file cannot hold the communicator that batch
+    statistics need."""
     if p["batch_stat"]:
         raise DpnbError("SyncBatchNormalization with batch_stat=True needs a communicator, which "
                         "a network file cannot hold; load the network for inference "
