@@ -11,8 +11,9 @@ import numpy as np
 
 from .context import get_current_context, to_module
 from .errors import DpnbError
-from .fileio import describe, load_arrays, require_npz, save_arrays
+from .fileio import describe, file_format
 from .graph import Variable, get_no_grad, no_grad  # noqa: F401 (nnabla.parameter.no_grad)
+from .proto import nnabla_pb2, parameter_files
 from .storage import clear_storages, storage_for
 
 Scope = OrderedDict[str, object]  # name -> Variable, or name -> nested Scope
@@ -20,7 +21,6 @@ Scope = OrderedDict[str, object]  # name -> Variable, or name -> nested Scope
 _root: Scope = OrderedDict()
 _current: Scope = _root
 _current_path: tuple[str, ...] = ()
-_NEED_GRAD_KEY = "__need_grad__"
 
 
 def _parts(name: str, what: str) -> list[str]:
@@ -192,34 +192,39 @@ def clear_parameters() -> None:
 
 
 def save_parameters(path, params: dict | None = None, extension: str | None = None) -> None:
-    """Write the parameters of the current scope (or ``params``) to ``path`` as .npz:
-    atomically for a path, directly for a file object (whose format ``extension`` names)."""
-    require_npz(path, "save", "parameters", extension)
+    """Write the parameters of the current scope (or ``params``) in the format the path's
+    extension (or, for a file object, ``extension``) names: .h5, .protobuf,
+    .nntxt/.prototxt or .nnp as nnabla lays them out, or dpnb's .npz; a path is
+    replaced atomically."""
+    fmt = file_format(path, extension, parameter_files.FORMATS, "save", "parameters")
     params = get_parameters(grad_only=False) if params is None else params
-    arrays = {name: to_module(v.d, np) for name, v in params.items()}
-    trainable = [name for name, v in params.items() if v.need_grad]
-    arrays[_NEED_GRAD_KEY] = np.array(trainable, dtype=str)
-    save_arrays(path, arrays)
+    entries = ((name, to_module(v.d, np), v.need_grad) for name, v in params.items())
+    parameter_files.save(path, fmt, entries)
 
 
-def load_parameters(path, *, extension: str = ".nntxt") -> None:
-    """Load parameters saved by ``save_parameters`` (from a path, or a file object whose
-    format ``extension`` names) into the current scope.
+def load_parameters(path, proto: nnabla_pb2.NNablaProtoBuf | None = None, needs_proto: bool = False,
+                    extension: str = ".nntxt") -> nnabla_pb2.NNablaProtoBuf:
+    """Load parameters from a file of any format ``save_parameters`` writes (or nnabla
+    does) into the current scope, and return the file's protobuf contents, as nnabla does.
 
-    Existing parameters are overwritten in place (their shapes must match);
-    missing ones are created."""
-    require_npz(path, "load", "parameters", extension)
-    arrays = load_arrays(path, "parameter")
-    if _NEED_GRAD_KEY not in arrays:
-        raise DpnbError(f"parameter file {describe(path)} has no {_NEED_GRAD_KEY!r} entry: "
-                        "it was not written by dpnb.save_parameters")
-    need_grad = set(arrays.pop(_NEED_GRAD_KEY).tolist())
-    for name, value in arrays.items():
-        existing = get_parameter(name)
-        if existing is not None and existing.shape != value.shape:
-            raise DpnbError(f"parameter {name!r} in {describe(path)} has shape {value.shape}, "
-                            f"but the network's has shape {existing.shape}; the file belongs "
-                            "to a different network")
-    for name, value in arrays.items():
-        param = get_parameter_or_create(name, value.shape, value, need_grad=name in need_grad)
+    Existing parameters are overwritten in place (their shapes must match); missing
+    ones are created.  The returned NNablaProtoBuf (``proto``, filled, when given)
+    holds what a .protobuf, .nntxt or .nnp file has besides parameters, and the
+    parameters themselves for .protobuf and .nntxt files, or with ``needs_proto``."""
+    fmt = file_format(path, extension, parameter_files.FORMATS, "load", "parameters")
+    proto = nnabla_pb2.NNablaProtoBuf() if proto is None else proto
+    entries = parameter_files.load(path, fmt, proto)
+    mismatched = [f"{name!r} is {value.shape} in the file, {existing.shape} in the network"
+                  for name, value, _ in entries
+                  if (existing := get_parameter(name)) is not None and existing.shape != value.shape]
+    if mismatched:
+        raise DpnbError(f"parameter file {describe(path)} does not fit the network: "
+                        f"{'; '.join(mismatched)}; the file belongs to a different network "
+                        "(build the network it was saved from, or load it in another "
+                        "parameter_scope)")
+    for name, value, need_grad in entries:
+        param = get_parameter_or_create(name, value.shape, value, need_grad=need_grad)
         param.d = value
+    if needs_proto or fmt in parameter_files.PROTO_FORMATS:
+        parameter_files.to_proto(entries, proto)
+    return proto

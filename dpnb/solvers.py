@@ -22,8 +22,9 @@ import numpy as np
 
 from .context import array_module_of, to_module
 from .errors import DpnbError
-from .fileio import load_arrays, require_npz, save_arrays
+from .fileio import file_format
 from .graph import Variable
+from .proto import state_files
 from .storage import Run, contiguous_runs
 
 # Elements per slice of a CPU update: five float32 arrays of it (parameters, gradients,
@@ -296,23 +297,27 @@ class Solver:
                     rs.state[key][stretch] = to_module(value.d, rs.xp).reshape(-1)
 
     def save_states(self, path: str | os.PathLike) -> None:
-        """Write the states to ``path`` atomically, as .npz entries ``<name>/<state>``
-        and ``<name>/t`` per parameter."""
-        require_npz(path, "save", "solver state")
+        """Write every parameter's states and ``t`` to ``path`` atomically, in the format
+        its extension names: nnabla's .h5 or .protobuf layout, or dpnb's .npz."""
+        fmt = file_format(path, None, state_files.FORMATS, "save", "solver states")
         self._require_runs()
-        arrays: dict[str, np.ndarray] = {}
-        for name, state, t in self._host_states():
-            arrays.update((f"{name}/{key}", array) for key, array in state.items())
-            arrays[f"{name}/t"] = np.array(t, dtype=np.int64)
-        save_arrays(path, arrays)
+        states = OrderedDict((name, (arrays, t)) for name, arrays, t in self._host_states())
+        state_files.save(path, fmt, self.name, states)
 
     def load_states(self, path: str | os.PathLike) -> None:
-        """Read states written by ``save_states`` for the parameters now registered."""
-        require_npz(path, "load", "solver state")
+        """Read states written by ``save_states`` (or nnabla's) for the parameters now
+        registered; the file must hold the states of this solver type for exactly them."""
+        fmt = file_format(path, None, state_files.FORMATS, "load", "solver states")
         names = [name for rs in self._require_runs() for name in rs.names]
-        arrays = load_arrays(path, "solver state")
+        solver_type, states = state_files.load(path, fmt)
+        if solver_type is not None and solver_type != self.name:
+            raise DpnbError(f"solver state file {os.fspath(path)!r} holds the states of a "
+                            f"{solver_type} solver, not of this {self.name} solver; load it into "
+                            f"a {solver_type} solver")
+        found = {f"{name}/{key}" for name, (arrays, _) in states.items()
+                 for key in tuple(arrays) + ("t",)}
         entries = {f"{name}/{key}" for name in names for key in self._state_names + ("t",)}
-        unexpected, missing = sorted(set(arrays) - entries), sorted(entries - set(arrays))
+        unexpected, missing = sorted(found - entries), sorted(entries - found)
         if unexpected or missing:
             foreign = sorted({key.rsplit("/", 1)[0] for key in unexpected} - set(names))
             unused = [key for key in unexpected if key.rsplit("/", 1)[0] in names]
@@ -324,8 +329,8 @@ class Solver:
                             f"solver: {'; '.join(problems)}; load states saved by the same solver "
                             "type for the same parameters, after set_parameters")
         self.set_states(OrderedDict(
-            (name, SolverState({key: Variable.from_numpy_array(arrays[f"{name}/{key}"])
-                                for key in self._state_names}, int(arrays[f"{name}/t"])))
+            (name, SolverState({key: Variable.from_numpy_array(states[name][0][key])
+                                for key in self._state_names}, states[name][1]))
             for name in names))
 
 

@@ -1,0 +1,205 @@
+"""Parameter files in every format nnabla reads (.h5, .protobuf, .nntxt/.prototxt, .nnp)
+and dpnb's own .npz, laid out as nnabla 1.39 lays them out.
+
+A parameter travels as ``(name, array, need_grad)``; writers take them as an
+iterable, read lazily, so that a value failing mid-write leaves the file unwritten."""
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import BinaryIO
+
+import h5py
+import numpy as np
+from google.protobuf import message, text_format
+
+from ..errors import DpnbError
+from ..fileio import broken_file, describe, require_readable, write_target
+from . import nnabla_pb2
+
+Entry = tuple[str, np.ndarray, bool]
+
+FORMATS = (".h5", ".protobuf", ".nntxt", ".prototxt", ".nnp", ".npz")
+TEXT_FORMATS = (".nntxt", ".prototxt")
+PROTO_FORMATS = (".protobuf",) + TEXT_FORMATS  # whose parameters load_parameters returns in its proto
+NNP_VERSION = "0.1"  # what nnabla 1.39 writes into nnp_version.txt
+NNP_PARAMETER_FILE = "parameter.h5"  # nnabla's default parameter file inside .nnp
+NEED_GRAD_KEY = "__need_grad__"  # dpnb's .npz: the names of the parameters that need grad
+WHAT = "parameter"
+
+
+def _write_h5(f: BinaryIO, entries: Iterable[Entry]) -> None:
+    """One dataset per parameter (nested groups by '/'), attributes need_grad and index."""
+    with h5py.File(f, "w") as h5:
+        for index, (name, array, need_grad) in enumerate(entries):
+            h5[name] = array
+            h5[name].attrs["need_grad"] = bool(need_grad)
+            h5[name].attrs["index"] = index
+
+
+def _read_h5(f) -> list[Entry]:
+    """The datasets of an .h5 parameter file, in the order of their ``index``."""
+    found = []
+    with h5py.File(f, "r") as h5:
+        def visit(name, obj):
+            if isinstance(obj, h5py.Dataset):
+                index = obj.attrs.get("index")
+                found.append((len(found) if index is None else int(index), len(found), name,
+                              np.asarray(obj[...]), bool(obj.attrs.get("need_grad", True))))
+        h5.visititems(visit)
+    return [(name, array, need_grad) for _, _, name, array, need_grad in sorted(found)]
+
+
+def to_proto(entries: Iterable[Entry], proto: nnabla_pb2.NNablaProtoBuf | None = None
+             ) -> nnabla_pb2.NNablaProtoBuf:
+    """``entries`` as ``parameter`` messages (data as float32, as nnabla's format keeps
+    it), added to ``proto`` or to a new NNablaProtoBuf."""
+    proto = nnabla_pb2.NNablaProtoBuf() if proto is None else proto
+    for name, array, need_grad in entries:
+        p = proto.parameter.add()
+        p.variable_name = name
+        p.shape.dim.extend(int(d) for d in np.shape(array))
+        p.data.extend(np.asarray(array, dtype=np.float32).ravel().tolist())
+        p.need_grad = bool(need_grad)
+    return proto
+
+
+def from_proto(proto: nnabla_pb2.NNablaProtoBuf, source, fmt: str) -> list[Entry]:
+    """The ``parameter`` messages of ``proto`` as entries (float32)."""
+    entries = []
+    for p in proto.parameter:
+        shape = tuple(p.shape.dim)
+        if len(p.data) != int(np.prod(shape, dtype=np.int64)):
+            raise DpnbError(f"{WHAT} file {describe(source)} ({fmt}) has {len(p.data)} values for "
+                            f"parameter {p.variable_name!r} of shape {shape}: it is truncated or "
+                            "damaged; save it again")
+        entries.append((p.variable_name, np.array(p.data, dtype=np.float32).reshape(shape),
+                        p.need_grad))
+    return entries
+
+
+def _write_text(target, entries: Iterable[Entry]) -> None:
+    """The protobuf text format, to a path or to a text or binary file object."""
+    text = text_format.MessageToString(to_proto(entries))
+    if isinstance(target, io.TextIOBase):
+        target.write(text)
+        target.seek(0)
+        return
+    write_target(target, lambda f: f.write(text.encode("utf-8")))
+
+
+def _write_nnp(f: BinaryIO, entries: Iterable[Entry]) -> None:
+    """A zip of nnp_version.txt and parameter.h5, as in an .nnp that nnabla saves."""
+    h5 = io.BytesIO()
+    _write_h5(h5, entries)
+    with zipfile.ZipFile(f, "w") as nnp:
+        nnp.writestr("nnp_version.txt", f"{NNP_VERSION}\n")
+        nnp.writestr(NNP_PARAMETER_FILE, h5.getvalue())
+
+
+def _write_npz(f: BinaryIO, entries: Iterable[Entry]) -> None:
+    """dpnb's .npz: one array per parameter, and the names of those that need grad."""
+    arrays: dict[str, np.ndarray] = {}
+    trainable = []
+    for name, array, need_grad in entries:
+        arrays[name] = array
+        if need_grad:
+            trainable.append(name)
+    arrays[NEED_GRAD_KEY] = np.array(trainable, dtype=str)
+    np.savez(f, **arrays)
+
+
+def _read_npz(f, source) -> list[Entry]:
+    """The parameters of dpnb's .npz."""
+    with np.load(f, allow_pickle=False) as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    if NEED_GRAD_KEY not in arrays:
+        raise DpnbError(f"{WHAT} file {describe(source)} has no {NEED_GRAD_KEY!r} entry: "
+                        "it was not written by dpnb.save_parameters")
+    need_grad = set(arrays.pop(NEED_GRAD_KEY).tolist())
+    return [(name, array, name in need_grad) for name, array in arrays.items()]
+
+
+def _read_nnp(f, source, proto: nnabla_pb2.NNablaProtoBuf) -> list[Entry]:
+    """The parameters in an .nnp's .h5, .protobuf and .nntxt members, in zip order."""
+    entries: list[Entry] = []
+    with zipfile.ZipFile(f, "r") as nnp:
+        for name in nnp.namelist():
+            ext = os.path.splitext(name)[1]
+            if ext == ".h5":
+                entries += _read_h5(io.BytesIO(nnp.read(name)))
+            elif ext == ".protobuf" or ext in TEXT_FORMATS:
+                part = nnabla_pb2.NNablaProtoBuf()
+                data = nnp.read(name)
+                if ext == ".protobuf":
+                    part.MergeFromString(data)
+                else:
+                    text_format.Merge(data.decode("utf-8"), part)
+                entries += from_proto(part, f"{source}:{name}", ext)
+                part.ClearField("parameter")
+                proto.MergeFrom(part)
+    return entries
+
+
+def save(target, fmt: str, entries: Iterable[Entry]) -> None:
+    """Write ``entries`` to a path (atomically) or file object in format ``fmt``."""
+    if fmt in TEXT_FORMATS:
+        _write_text(target, entries)
+    elif fmt == ".protobuf":
+        write_target(target, lambda f: f.write(to_proto(entries).SerializeToString()))
+    else:
+        writer = {".h5": _write_h5, ".nnp": _write_nnp, ".npz": _write_npz}[fmt]
+        write_target(target, lambda f: writer(f, entries))
+
+
+def _open_binary(source):
+    """A path or a binary file object, as readers want it."""
+    return os.fspath(source) if isinstance(source, (str, os.PathLike)) else source
+
+
+def load(source, fmt: str, proto: nnabla_pb2.NNablaProtoBuf) -> list[Entry]:
+    """The parameters of a path or file object in format ``fmt``; what else a
+    .protobuf, .nntxt or .nnp holds (networks, executors, ...) is merged into ``proto``."""
+    require_readable(source, WHAT)
+    try:
+        if fmt == ".npz":
+            entries = _read_npz(_open_binary(source), source)
+        elif fmt == ".h5":
+            entries = _read_h5(_open_binary(source))
+        elif fmt == ".nnp":
+            entries = _read_nnp(_open_binary(source), describe(source), proto)
+        else:
+            entries = _read_proto(source, fmt, proto)
+    except DpnbError:
+        raise
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, message.DecodeError,
+            text_format.ParseError, UnicodeDecodeError, EOFError) as e:
+        raise broken_file(source, fmt, WHAT, e) from e
+    if not entries and fmt != ".npz":
+        raise DpnbError(f"{WHAT} file {describe(source)} ({fmt}) holds no parameters: it is "
+                        "empty, damaged, or not a parameter file; check the file")
+    return entries
+
+
+def _read_proto(source, fmt: str, proto: nnabla_pb2.NNablaProtoBuf) -> list[Entry]:
+    """The parameters of a .protobuf or text-format file; the rest goes into ``proto``."""
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as f:
+            data = f.read()
+    else:
+        data = source.read()
+    if not data:
+        raise DpnbError(f"{WHAT} file {describe(source)} ({fmt}) is empty: nothing could be "
+                        "read; save it again or rewind the file object")
+    part = nnabla_pb2.NNablaProtoBuf()
+    if fmt == ".protobuf":
+        part.MergeFromString(data)
+    else:
+        text_format.Merge(data.decode("utf-8") if isinstance(data, bytes) else data, part)
+    entries = from_proto(part, source, fmt)
+    part.ClearField("parameter")  # the caller adds them back, once, as load_parameters decides
+    proto.MergeFrom(part)
+    return entries

@@ -1,0 +1,150 @@
+"""Solver-state files in nnabla 1.39's .h5 and .protobuf layouts, and dpnb's own .npz.
+
+States travel as an ordered mapping parameter name -> (state name -> array, t).
+.h5: a group per parameter (attribute ``index``), a dataset per state (attribute
+``index``) and a scalar int64 dataset ``t``.  .protobuf: one ``Optimizer``
+message whose ``solver.states`` maps each parameter to a ``SolverState`` (``t``
+and float32 ``state_parameter`` arrays).  .npz: entries ``<name>/<state>`` and
+``<name>/t``.  dpnb also records the solver type (h5 root attribute ``solver``,
+protobuf ``solver.type``); nnabla writes none and ignores it."""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import BinaryIO
+
+import h5py
+import numpy as np
+from google.protobuf import message
+
+from ..errors import DpnbError
+from ..fileio import broken_file, describe, require_readable, write_target
+from . import nnabla_pb2
+
+States = OrderedDict[str, tuple[dict[str, np.ndarray], int]]
+
+FORMATS = (".h5", ".protobuf", ".npz")
+WHAT = "solver state"
+
+
+def _write_h5(f: BinaryIO, solver_type: str, states: States) -> None:
+    """A group per parameter holding its state datasets and ``t``."""
+    with h5py.File(f, "w") as h5:
+        h5.attrs["solver"] = solver_type
+        for index, (name, (arrays, t)) in enumerate(states.items()):
+            group = h5.require_group(name)
+            group.attrs["index"] = index
+            for key_index, (key, array) in enumerate(arrays.items()):
+                group[key] = array
+                group[key].attrs["index"] = key_index
+            group["t"] = np.int64(t)
+
+
+def _read_h5(f) -> tuple[str | None, States]:
+    """(solver type or None, states) of an .h5 state file, parameters in ``index`` order."""
+    groups: dict[str, dict] = {}
+    with h5py.File(f, "r") as h5:
+        solver_type = h5.attrs.get("solver")
+        def visit(name, obj):
+            if isinstance(obj, h5py.Dataset):
+                group, key = name.rsplit("/", 1) if "/" in name else ("", name)
+                entry = groups.setdefault(group, {"index": obj.parent.attrs.get("index"),
+                                                  "seen": len(groups), "arrays": [], "t": 0})
+                if key == "t":
+                    entry["t"] = int(obj[()])
+                else:
+                    entry["arrays"].append((obj.attrs.get("index", 0), key, np.asarray(obj[...])))
+        h5.visititems(visit)
+    order = sorted(groups, key=lambda g: (groups[g]["index"] is None,
+                                          groups[g]["index"] or 0, groups[g]["seen"]))
+    states = OrderedDict(
+        (g, ({key: a for _, key, a in sorted(groups[g]["arrays"], key=lambda e: e[0])},
+             groups[g]["t"])) for g in order)
+    return (None if solver_type is None else str(solver_type)), states
+
+
+def _to_optimizer(solver_type: str, states: States) -> nnabla_pb2.Optimizer:
+    """The states as nnabla's ``Optimizer`` message."""
+    opt = nnabla_pb2.Optimizer()
+    opt.solver.type = solver_type
+    for name, (arrays, t) in states.items():
+        state = opt.solver.states[name]
+        state.t = int(t)
+        for key, array in arrays.items():
+            entry = state.state_parameter[key]
+            entry.shape.dim.extend(int(d) for d in np.shape(array))
+            entry.data.extend(np.asarray(array, dtype=np.float32).ravel().tolist())
+    return opt
+
+
+def _from_optimizer(opt: nnabla_pb2.Optimizer, source) -> tuple[str | None, States]:
+    """(solver type or None, states) of an ``Optimizer`` message."""
+    states: States = OrderedDict()
+    for name, state in opt.solver.states.items():
+        arrays = {}
+        for key, entry in state.state_parameter.items():
+            shape = tuple(entry.shape.dim)
+            if len(entry.data) != int(np.prod(shape, dtype=np.int64)):
+                raise DpnbError(f"{WHAT} file {describe(source)} (.protobuf) has {len(entry.data)} "
+                                f"values for {name}/{key} of shape {shape}: it is truncated or "
+                                "damaged; save it again")
+            arrays[key] = np.array(entry.data, dtype=np.float32).reshape(shape)
+        states[name] = (arrays, int(state.t))
+    return (opt.solver.type or None), states
+
+
+def _write_npz(f: BinaryIO, states: States) -> None:
+    """dpnb's .npz: entries ``<name>/<state>`` and ``<name>/t``."""
+    arrays: dict[str, np.ndarray] = {}
+    for name, (state, t) in states.items():
+        arrays.update((f"{name}/{key}", array) for key, array in state.items())
+        arrays[f"{name}/t"] = np.array(t, dtype=np.int64)
+    np.savez(f, **arrays)
+
+
+def _read_npz(f) -> tuple[None, States]:
+    """(None, states) of dpnb's .npz; a parameter's entries keep their file order."""
+    states: States = OrderedDict()
+    with np.load(f, allow_pickle=False) as archive:
+        for entry in archive.files:
+            if "/" not in entry:
+                raise ValueError(f"entry {entry!r} is not <parameter>/<state>")
+            name, key = entry.rsplit("/", 1)
+            arrays, t = states.setdefault(name, ({}, 0))
+            if key == "t":
+                states[name] = (arrays, int(archive[entry]))
+            else:
+                arrays[key] = archive[entry]
+    return None, states
+
+
+def save(path, fmt: str, solver_type: str, states: States) -> None:
+    """Write ``states`` of a ``solver_type`` solver to ``path`` atomically in ``fmt``."""
+    if fmt == ".h5":
+        write_target(path, lambda f: _write_h5(f, solver_type, states))
+    elif fmt == ".protobuf":
+        data = _to_optimizer(solver_type, states).SerializeToString()
+        write_target(path, lambda f: f.write(data))
+    else:
+        write_target(path, lambda f: _write_npz(f, states))
+
+
+def load(path, fmt: str) -> tuple[str | None, States]:
+    """(solver type, or None where the file does not say, states) of a state file."""
+    require_readable(path, WHAT)
+    try:
+        if fmt == ".h5":
+            solver_type, states = _read_h5(path)
+        elif fmt == ".protobuf":
+            with open(path, "rb") as f:
+                opt = nnabla_pb2.Optimizer.FromString(f.read())
+            solver_type, states = _from_optimizer(opt, path)
+        else:
+            solver_type, states = _read_npz(path)
+    except DpnbError:
+        raise
+    except (OSError, ValueError, KeyError, message.DecodeError, EOFError) as e:
+        raise broken_file(path, fmt, WHAT, e) from e
+    if not states:
+        raise DpnbError(f"{WHAT} file {describe(path)} ({fmt}) holds no states: it is damaged "
+                        "or not a solver state file; check the file")
+    return solver_type, states
