@@ -9,6 +9,7 @@ and float32 ``state_parameter`` arrays).  .npz: entries ``<name>/<state>`` and
 protobuf ``solver.type``); nnabla writes none and ignores it."""
 from __future__ import annotations
 
+import zipfile
 from collections import OrderedDict
 from typing import BinaryIO
 
@@ -142,7 +143,7 @@ def load(path, fmt: str) -> tuple[str | None, States]:
             solver_type, states = _read_npz(path)
     except DpnbError:
         raise
-    except (OSError, ValueError, KeyError, message.DecodeError, EOFError) as e:
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, message.DecodeError, EOFError) as e:
         raise broken_file(path, fmt, WHAT, e) from e
     if not states:
         raise DpnbError(f"{WHAT} file {describe(path)} ({fmt}) holds no states: it is damaged "
