@@ -10,7 +10,6 @@ import pytest
 import dpnb as nn
 import dpnb.parametric_functions as PF
 from dpnb import DpnbError
-from dpnb import fileio
 from dpnb.storage import all_storages, contiguous_runs
 
 
@@ -128,13 +127,13 @@ def test_load_errors(tmp_path):
     nn.save_parameters(path)
     truncated = tmp_path / "truncated.npz"
     truncated.write_bytes(path.read_bytes()[: os.path.getsize(path) // 2])
-    with pytest.raises(DpnbError, match="truncated or not a dpnb parameter file"):
+    with pytest.raises(DpnbError, match=r"truncated or not a \.npz parameter file"):
         nn.load_parameters(truncated)
     foreign = tmp_path / "foreign.npz"
     np.savez(foreign, w=np.zeros(3))
     with pytest.raises(DpnbError, match="not written by dpnb.save_parameters"):
         nn.load_parameters(foreign)
-    with pytest.raises(DpnbError, match="file <_io.BytesIO .* truncated or not a dpnb parameter file"):
+    with pytest.raises(DpnbError, match=r"file <_io.BytesIO .* truncated or not a \.npz parameter file"):
         nn.load_parameters(io.BytesIO(b"not an archive"), extension=".npz")
     nn.clear_parameters()
     x = nn.Variable((2, 3, 8, 8))
@@ -154,7 +153,7 @@ def test_a_crash_during_save_leaves_the_previous_file(tmp_path, monkeypatch):
         f.write(b"partial")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(fileio.np, "savez", crash)
+    monkeypatch.setattr(np, "savez", crash)
     with pytest.raises(KeyboardInterrupt):
         nn.save_parameters(path)
     assert path.read_bytes() == good
@@ -273,11 +272,10 @@ def test_save_and_load_in_a_scope_and_through_file_objects(tmp_path):
 
 def test_unknown_parameter_file_formats_are_refused(tmp_path):
     make_params()
-    with pytest.raises(DpnbError, match=r"cannot save parameters in the '\.txt' format.*\*\.npz"):
+    with pytest.raises(DpnbError, match=r"cannot save parameters in the '\.txt' format.*\.nnp, \.npz"):
         nn.save_parameters(tmp_path / "params.txt")
-    with pytest.raises(DpnbError, match="cannot load parameters in the '.nntxt' format.*extension='.npz'"):
-        with open(tmp_path / "x", "wb") as f:
-            nn.load_parameters(f)
+    with pytest.raises(DpnbError, match=r"cannot load parameters in the '\.pkl' format.*extension="):
+        nn.load_parameters(io.BytesIO(b"x"), extension=".pkl")
     with pytest.raises(DpnbError, match="cannot save parameters in the 'extensionless' format"):
         with open(tmp_path / "x", "wb") as f:
             nn.save_parameters(f)
