@@ -52,8 +52,8 @@ def file_format(target, extension: str | None, supported: Sequence[str], action:
     ext = os.path.splitext(os.fspath(target))[1] if is_path(target) else (extension or "")
     if ext not in supported:
         names = ", ".join(supported)
-        hint = (f"name the file with one of these extensions" if is_path(target)
-                else f"pass extension= one of them with a file object")
+        hint = ("name the file with one of these extensions" if is_path(target)
+                else "pass extension= one of them with a file object")
         raise DpnbError(f"cannot {action} {what} in the {ext or 'extensionless'!r} format "
                         f"({describe(target)}): {what} can be in {names}; {hint}")
     return ext

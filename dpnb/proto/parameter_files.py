@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import os
 import zipfile
-from collections import OrderedDict
 from collections.abc import Iterable
 from typing import BinaryIO
 
@@ -17,7 +16,7 @@ import numpy as np
 from google.protobuf import message, text_format
 
 from ..errors import DpnbError
-from ..fileio import broken_file, describe, require_readable, write_target
+from ..fileio import broken_file, describe, is_path, require_readable, write_target
 from . import nnabla_pb2
 
 Entry = tuple[str, np.ndarray, bool]
@@ -156,8 +155,8 @@ def save(target, fmt: str, entries: Iterable[Entry]) -> None:
 
 
 def _open_binary(source):
-    """A path or a binary file object, as readers want it."""
-    return os.fspath(source) if isinstance(source, (str, os.PathLike)) else source
+    """A path (as a str) or a binary file object, as readers want it."""
+    return os.fspath(source) if is_path(source) else source
 
 
 def load(source, fmt: str, proto: nnabla_pb2.NNablaProtoBuf) -> list[Entry]:
@@ -186,7 +185,7 @@ def load(source, fmt: str, proto: nnabla_pb2.NNablaProtoBuf) -> list[Entry]:
 
 def _read_proto(source, fmt: str, proto: nnabla_pb2.NNablaProtoBuf) -> list[Entry]:
     """The parameters of a .protobuf or text-format file; the rest goes into ``proto``."""
-    if isinstance(source, (str, os.PathLike)):
+    if is_path(source):
         with open(source, "rb") as f:
             data = f.read()
     else:

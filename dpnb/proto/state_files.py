@@ -110,7 +110,7 @@ def _read_npz(f) -> tuple[None, States]:
             if "/" not in entry:
                 raise ValueError(f"entry {entry!r} is not <parameter>/<state>")
             name, key = entry.rsplit("/", 1)
-            arrays, t = states.setdefault(name, ({}, 0))
+            arrays, _ = states.setdefault(name, ({}, 0))
             if key == "t":
                 states[name] = (arrays, int(archive[entry]))
             else:
