@@ -9,6 +9,8 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO
 
+import numpy as np
+
 from .errors import DpnbError
 
 
@@ -86,3 +88,20 @@ def broken_file(source, fmt: str, what: str, error: BaseException) -> DpnbError:
     """The error for a file that cannot be read in format ``fmt``."""
     return DpnbError(f"{what} file {describe(source)} is truncated or not a {fmt} {what} file "
                      f"({type(error).__name__}: {error}); save it again")
+
+
+def save_arrays(target, arrays: dict[str, np.ndarray]) -> None:
+    """Save named arrays as an .npz archive: atomically to a path, or into a file object."""
+    write_target(target, lambda f: np.savez(f, **arrays))
+
+
+def load_arrays(source, what: str) -> dict[str, np.ndarray]:
+    """Read an archive written by ``save_arrays`` from a path or a file object;
+    ``what`` names it in errors."""
+    require_readable(source, what)
+    try:
+        with np.load(source, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except Exception as e:
+        raise DpnbError(f"{what} file {describe(source)} is truncated or not a dpnb {what} file "
+                        f"({type(e).__name__}: {e}); save it again") from e
