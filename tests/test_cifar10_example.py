@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 
@@ -37,6 +38,13 @@ def run_example(n: int, monitor, *args: str, expect_ok: bool = True, timeout: fl
 
 
 def load(path) -> dict:
+    """Every array of an .npz archive, or every dataset of an .h5 file by its path."""
+    if str(path).endswith(".h5"):
+        found = {}
+        with h5py.File(path, "r") as f:
+            f.visititems(lambda name, item: found.__setitem__(name, item[()])
+                         if isinstance(item, h5py.Dataset) else None)
+        return found
     with np.load(path) as archive:
         return {name: archive[name] for name in archive.files}
 
@@ -66,13 +74,13 @@ def test_resume_matches_uninterrupted_run(straight, tmp_path):
     first = rows(tmp_path / "train.jsonl")
     # A crash during a later checkpoint leaves a partial directory; it must be ignored.
     (tmp_path / "checkpoint_00000006").mkdir()
-    (tmp_path / "checkpoint_00000006" / "params.npz").write_bytes(b"PK\x03")
+    (tmp_path / "checkpoint_00000006" / "params.h5").write_bytes(b"PK\x03")
     output = run_example(2, tmp_path, *TINY, "-i", "8", "--resume")
     assert f"resuming at iteration 4 from {tmp_path}" in output
     pointer = json.loads((tmp_path / "checkpoint.json").read_text())
     assert pointer["iteration"] == 8 and pointer["run"]["ranks"] == 2
     assert sorted(p.name for p in tmp_path.glob("checkpoint_*")) == ["checkpoint_00000008"]
-    for name in ("params.npz", "solver.npz"):
+    for name in ("params.h5", "solver.h5"):
         assert_same_files(straight / "checkpoint_00000008" / name,
                           tmp_path / "checkpoint_00000008" / name)
     a = load(straight / "checkpoint_00000008" / "state.npz")
@@ -108,8 +116,8 @@ def test_monitor_files_and_checkpoints(straight):
 
 def test_all_reduce_callback_gives_the_same_parameters(straight, tmp_path):
     run_example(2, tmp_path, *TINY, "-i", "8", "-s", "8", "--with-all-reduce-callback")
-    assert_same_files(straight / "checkpoint_00000008" / "params.npz",
-                      tmp_path / "checkpoint_00000008" / "params.npz")
+    assert_same_files(straight / "checkpoint_00000008" / "params.h5",
+                      tmp_path / "checkpoint_00000008" / "params.h5")
 
 
 def test_resume_refuses_other_rank_count(straight, tmp_path):
@@ -189,7 +197,7 @@ def test_explicit_options_win_over_dataset_defaults(tmp_path):
     run_example(2, tmp_path, "--dataset", "digits", "--epochs", "2", "--nmaps", "4",
                 "--no-progress")
     assert [r["epoch"] for r in rows(tmp_path / "validation.jsonl")] == [1.0, 2.0]
-    params = load(tmp_path / "checkpoint_00000022" / "params.npz")
+    params = load(tmp_path / "checkpoint_00000022" / "params.h5")
     assert [v.shape[0] for k, v in params.items() if k.startswith("conv1/")
             and k.endswith("/W")] == [4]  # the first convolution's output maps
 

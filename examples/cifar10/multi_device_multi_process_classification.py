@@ -15,7 +15,8 @@ OMP_NUM_THREADS=1, start-up included; ``-n 1`` reaches 99.2 % in about 5 s.
 
 Rank 0 writes, under the monitor path, ``train.jsonl`` and ``validation.jsonl``
 (loss, error, learning rate, time, images/s), ``curves.png``, and checkpoints
-(parameters, solver state, iteration, every rank's random state), each in a
+(parameters and solver state as nnabla's ``params.h5`` and ``solver.h5``, which
+nnabla loads too; iteration and every rank's random state), each in a
 directory of its own with ``checkpoint.json`` naming the latest complete one;
 ``--resume`` continues from it exactly as the uninterrupted run would have.
 Rank 0's last line of output is the final test accuracy."""
@@ -29,6 +30,7 @@ import shutil
 import sys
 import time
 
+import h5py
 import numpy as np
 
 import dpnb as nn
@@ -197,8 +199,8 @@ def save_checkpoint(path: str, comm, solver, iteration: int, elapsed: float,
     name = f"checkpoint_{iteration:08d}"
     directory = os.path.join(path, name)
     os.makedirs(directory, exist_ok=True)
-    nn.save_parameters(os.path.join(directory, "params.npz"))
-    solver.save_states(os.path.join(directory, "solver.npz"))
+    nn.save_parameters(os.path.join(directory, "params.h5"))
+    solver.save_states(os.path.join(directory, "solver.h5"))
     save_arrays(os.path.join(directory, "state.npz"),
                 {"iteration": np.array(iteration), "elapsed": np.array(elapsed),
                  "rng": np.stack(rows)})
@@ -208,6 +210,15 @@ def save_checkpoint(path: str, comm, solver, iteration: int, elapsed: float,
     for old in glob.glob(os.path.join(path, "checkpoint_*")):  # earlier ones, or left by a crash
         if os.path.basename(old) != name:
             shutil.rmtree(old, ignore_errors=True)
+
+
+def stored_shapes(params_file: str) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of the parameters in an nnabla .h5 parameter file (one dataset each)."""
+    shapes = {}
+    with h5py.File(params_file, "r") as f:
+        f.visititems(lambda name, item: shapes.__setitem__(name, item.shape)
+                     if isinstance(item, h5py.Dataset) else None)
+    return shapes
 
 
 def load_checkpoint(path: str, comm, solver, description: dict) -> tuple[int, float]:
@@ -227,9 +238,8 @@ def load_checkpoint(path: str, comm, solver, description: dict) -> tuple[int, fl
                            f"({'; '.join(differences)}); resume with the same settings and "
                            "number of ranks (mpiexec -n), or start afresh")
     directory = os.path.join(path, saved["directory"])
-    params_file = os.path.join(directory, "params.npz")
-    stored = {k: v.shape for k, v in load_arrays(params_file, "parameter").items()
-              if not k.startswith("__")}
+    params_file = os.path.join(directory, "params.h5")
+    stored = stored_shapes(params_file)
     current = {k: v.shape for k, v in nn.get_parameters(grad_only=False).items()}
     if stored != current:
         extra = sorted(set(stored) - set(current))
@@ -241,7 +251,7 @@ def load_checkpoint(path: str, comm, solver, description: dict) -> tuple[int, fl
                            "same --dataset and --nmaps as the run that wrote it")
     state = load_arrays(os.path.join(directory, "state.npz"), "checkpoint state")
     nn.load_parameters(params_file)
-    solver.load_states(os.path.join(directory, "solver.npz"))
+    solver.load_states(os.path.join(directory, "solver.h5"))
     set_rng_state(state["rng"][comm.rank])
     return int(state["iteration"]), float(state["elapsed"])
 
