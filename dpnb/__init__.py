@@ -10,6 +10,7 @@ from .parameter import (clear_parameters, get_current_parameter_scope, get_param
                         get_parameters, load_parameters, parameter_scope, save_parameters,
                         set_parameter)
 from .random import seed
+from . import functions  # noqa: E402,F401 (variables' operators are functions)
 
 __all__ = [
     "Context", "context_scope", "default_extension", "get_current_context", "set_default_context",
@@ -27,7 +28,7 @@ _LAZY = {"start": "dpnb.cluster", "Cluster": "dpnb.cluster", "gather": "dpnb.not
          "use_as_nnabla": "dpnb.nnabla_alias"}
 # Submodules that nnabla programs reach as attributes of the package after a bare
 # `import nnabla` (nn.solver.Solver, nn.logger.logger ...), imported on first use.
-_SUBMODULES = ("communicators", "ext_utils", "functions", "initializer", "logger", "monitor",
+_SUBMODULES = ("communicators", "ext_utils", "initializer", "logger", "monitor",
                "parametric_functions", "solver", "solvers", "utils")
 
 

@@ -74,6 +74,25 @@ def no_grad(no_grad_: bool = True) -> Iterator[None]:
         _no_grad = previous
 
 
+# Variable's operators and linked reshape are functions, which sit a layer above this
+# module: dpnb.functions hands itself over here when it is imported (``import dpnb``
+# imports it), so the graph never imports upwards.
+_function_module: ModuleType | None = None
+
+
+def use_functions(module: ModuleType) -> None:
+    """Make ``module`` (dpnb.functions) compute the operators of variables."""
+    global _function_module
+    _function_module = module
+
+
+def _functions() -> ModuleType:
+    if _function_module is None:
+        raise DpnbError("variable operators need dpnb.functions, which is not imported yet; "
+                        "import dpnb (or dpnb.functions) first")
+    return _function_module
+
+
 def _graph_changed() -> None:
     global _epoch
     _epoch += 1
@@ -259,7 +278,7 @@ class Variable:
             grad.bind(self.g.reshape(data.shape))
             v._init(data, self.need_grad, None, grad=grad)
             return v
-        from . import functions as F
+        F = _functions()
         y = F.reshape(self, shape, inplace=True)
         if self._data.allocated:
             y._data.bind(self._data.data.reshape(y.shape))
@@ -339,43 +358,43 @@ class Variable:
 
     # -- operators (nnabla's arithmetic on variables) ----------------------
     def __add__(self, other):
-        from . import functions as F
+        F = _functions()
         return F.add2(self, other) if isinstance(other, Variable) else F.add_scalar(self, other)
 
     __radd__ = __add__
 
     def __sub__(self, other):
-        from . import functions as F
+        F = _functions()
         return F.sub2(self, other) if isinstance(other, Variable) else F.add_scalar(self, -other)
 
     def __rsub__(self, other):
-        from . import functions as F
+        F = _functions()
         return F.r_sub_scalar(self, other)
 
     def __mul__(self, other):
-        from . import functions as F
+        F = _functions()
         return F.mul2(self, other) if isinstance(other, Variable) else F.mul_scalar(self, other)
 
     __rmul__ = __mul__
 
     def __truediv__(self, other):
-        from . import functions as F
+        F = _functions()
         return F.div2(self, other) if isinstance(other, Variable) else F.mul_scalar(self, 1.0 / other)
 
     def __rtruediv__(self, other):
-        from . import functions as F
+        F = _functions()
         return F.r_div_scalar(self, other)
 
     def __pow__(self, other):
-        from . import functions as F
+        F = _functions()
         return F.pow2(self, other) if isinstance(other, Variable) else F.pow_scalar(self, other)
 
     def __rpow__(self, other):
-        from . import functions as F
+        F = _functions()
         return F.r_pow_scalar(self, other)
 
     def __neg__(self):
-        from . import functions as F
+        F = _functions()
         return F.mul_scalar(self, -1.0)
 
     def __pos__(self):

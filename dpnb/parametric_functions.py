@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from . import functions as F
-from .communicators import MultiProcessCommunicator
 from .errors import DpnbError
 from .graph import Variable
 from .initializer import ConstantInitializer, UniformInitializer, calc_uniform_lim_glorot
@@ -148,7 +147,7 @@ def batch_normalization(inp: Variable, axes: int | Sequence[int] = (1,), decay_r
         return F.batch_normalization(inp, *params, axes, decay_rate, eps, batch_stat, output_stat)
 
 
-def sync_batch_normalization(inp: Variable, comm: MultiProcessCommunicator, group: str = "world",
+def sync_batch_normalization(inp: Variable, comm, group: str = "world",
                              axes: int | Sequence[int] = (1,), decay_rate: float = 0.9,
                              eps: float = 1e-5, batch_stat: bool = True,
                              output_stat: bool = False, fix_parameters: bool = False,

@@ -2,6 +2,8 @@
 
 Each function is a small ``Function`` subclass holding forward and backward,
 plus the lower-case call that adds it to the graph."""
+import sys as _sys
+
 from .activation import *  # noqa: F401,F403
 from .array import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
@@ -10,3 +12,6 @@ from .nn import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .pooling import *  # noqa: F401,F403
 from .stochastic import *  # noqa: F401,F403
+from ..graph import use_functions as _use_functions  # noqa: E402
+
+_use_functions(_sys.modules[__name__])
