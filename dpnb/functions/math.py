@@ -375,7 +375,8 @@ class _Extremum(_Reduction):
     the values (with ``only_index``, of the index output, as nnabla does) goes to that
     element; the index output of ``with_index`` passes none."""
 
-    kind = ""  # "maximum" or "minimum"
+    kind = ""       # "maximum" or "minimum", for messages
+    reduction = ""  # the array method: "max" or "min" (and "argmax" or "argmin")
 
     def __init__(self, axis, keepdims: bool, with_index: bool, only_index: bool):
         super().__init__(axis, keepdims)
@@ -394,7 +395,7 @@ class _Extremum(_Reduction):
         ndim, k = x.ndim, len(self.axes)
         moved = xp.moveaxis(x, self.axes, tuple(range(ndim - k, ndim)))
         flat = moved.reshape(moved.shape[:ndim - k] + (-1,))
-        return moved.shape, flat, self._arg(flat)
+        return moved.shape, flat, getattr(flat, "arg" + self.reduction)(axis=-1)
 
     def forward(self, xp, xs):
         (x,) = xs
@@ -403,7 +404,7 @@ class _Extremum(_Reduction):
         index = index.astype(np.uint64).reshape(out_shape)
         if self.outputs_kept == "index":
             return (index,)
-        value = self._value(x, self.axes, self.keepdims)
+        value = getattr(x, self.reduction)(axis=self.axes, keepdims=self.keepdims)
         return (value, index) if self.outputs_kept == "both" else (value,)
 
     def backward(self, xp, xs, ys, gys, need_grads):
@@ -418,29 +419,13 @@ class _Extremum(_Reduction):
 class Max(_Extremum):
     """Maximum over axes (see ``_Extremum``)."""
 
-    kind = "maximum"
-
-    @staticmethod
-    def _arg(flat):
-        return flat.argmax(axis=-1)
-
-    @staticmethod
-    def _value(x, axes, keepdims):
-        return x.max(axis=axes, keepdims=keepdims)
+    kind, reduction = "maximum", "max"
 
 
 class Min(_Extremum):
     """Minimum over axes (see ``_Extremum``)."""
 
-    kind = "minimum"
-
-    @staticmethod
-    def _arg(flat):
-        return flat.argmin(axis=-1)
-
-    @staticmethod
-    def _value(x, axes, keepdims):
-        return x.min(axis=axes, keepdims=keepdims)
+    kind, reduction = "minimum", "min"
 
 
 def max(x: Variable, axis: int | Sequence[int] | None = None, keepdims: bool = False,
