@@ -182,24 +182,30 @@ def test_check_sync_pulls_only_differing(cluster):
     assert "1 of 2 parameters differ" in repr(report)
 
 
-def test_progress_reaches_the_notebook(cluster):
+def progress_of(cluster, code: str) -> list:
+    """The runs a ProgressMonitor sees while the engines execute ``code``."""
     monitor = ProgressMonitor(cluster.client, interval=0.05, display=False)
     monitor.start()
     try:
-        run(cluster.view, """
-            import time
-            from dpnb.notebook import report
-            for step in range(1, 9):
-                time.sleep(0.05)
-                report(step, 8, loss=1.0 / (step + rank))
-        """)
+        run(cluster.view, code)
         deadline = time.monotonic() + 10
         while not monitor.runs and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
         monitor.stop()
-    assert len(monitor.runs) == 1
-    run_ = monitor.runs[0]
+    return monitor.runs
+
+
+def test_progress_reaches_the_notebook(cluster):
+    runs = progress_of(cluster, """
+        import time
+        from dpnb.notebook import report
+        for step in range(1, 9):
+            time.sleep(0.05)
+            report(step, 8, loss=1.0 / (step + rank))
+    """)
+    assert len(runs) == 1
+    run_ = runs[0]
     assert run_.total == 8 and run_.steps == {0: 8, 1: 8}
     assert run_.losses[1][-1] == (8, pytest.approx(1.0 / 9))
 
@@ -207,27 +213,19 @@ def test_progress_reaches_the_notebook(cluster):
 def test_nnabla_monitor_series_on_engines_feed_the_progress(cluster, tmp_path):
     """A MonitorSeries named like a loss reaches the notebook, last step included
     (sent when the cell ends, as it has no total); other series do not mix in."""
-    monitor = ProgressMonitor(cluster.client, interval=0.05, display=False)
-    monitor.start()
-    try:
-        run(cluster.view, f"""
-            import time
-            from nnabla.monitor import Monitor, MonitorSeries
-            m = Monitor({str(tmp_path)!r} + "/rank" + str(rank))
-            loss_series = MonitorSeries("Training loss", m, verbose=False)
-            error_series = MonitorSeries("Training error", m, verbose=False)
-            for i in range(1, 9):
-                time.sleep(0.05)
-                loss_series.add(i, 1.0 / (i + rank))
-                error_series.add(i, 0.5)
-        """)
-        deadline = time.monotonic() + 10
-        while not monitor.runs and time.monotonic() < deadline:
+    runs = progress_of(cluster, f"""
+        import time
+        from nnabla.monitor import Monitor, MonitorSeries
+        m = Monitor({str(tmp_path)!r} + "/rank" + str(rank))
+        loss_series = MonitorSeries("Training loss", m, verbose=False)
+        error_series = MonitorSeries("Training error", m, verbose=False)
+        for i in range(1, 9):
             time.sleep(0.05)
-    finally:
-        monitor.stop()
-    assert len(monitor.runs) == 1
-    run_ = monitor.runs[0]
+            loss_series.add(i, 1.0 / (i + rank))
+            error_series.add(i, 0.5)
+    """)
+    assert len(runs) == 1
+    run_ = runs[0]
     assert run_.total is None and run_.steps == {0: 8, 1: 8}
     assert run_.losses[1] == [(i, pytest.approx(1.0 / (i + 1))) for i in range(1, 9)]
     assert (tmp_path / "rank1" / "Training-loss.series.txt").read_text().startswith("1 0.5\n")
