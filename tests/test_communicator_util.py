@@ -1,0 +1,48 @@
+"""nnabla's communicator_util without an MPI job: when no communicator is made, and
+what a failure to make one gives with and without ignore_error; and the
+communicator's get_all_reduce_callback refusing a network with no parameters."""
+import logging
+import sys
+
+import pytest
+
+import dpnb.communicators as C
+from dpnb.errors import DpnbError, ExtensionUnavailableError
+from dpnb.utils import communicator_util as cu
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_no_mpi_launcher_no_communicator(clean_env):
+    assert not cu.launched_by_mpi()
+    assert cu.create_communicator(extension_module="cpu") is None
+    assert cu.current_communicator() is None and cu.single_or_rankzero()
+
+
+@pytest.mark.parametrize("variable", ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"])
+def test_each_launcher_is_recognised(clean_env, variable):
+    clean_env.setenv(variable, "2")
+    assert cu.launched_by_mpi()
+
+
+def test_a_failure_raises_or_with_ignore_error_warns_and_gives_none(clean_env, caplog,
+                                                                    monkeypatch):
+    clean_env.setenv("PMI_SIZE", "2")
+    monkeypatch.setitem(sys.modules, "cupy", None)  # no GPU for "cudnn"
+    with pytest.raises(ExtensionUnavailableError, match="dpnb\\[gpu\\]"):
+        cu.create_communicator()
+    with caplog.at_level(logging.WARNING, logger="nnabla"):
+        assert cu.create_communicator(ignore_error=True) is None
+    assert "Failed to initialize the communicator" in caplog.text
+    assert cu.current_communicator() is None and cu.single_or_rankzero()
+
+
+def test_get_all_reduce_callback_needs_parameters():
+    comm = C.MultiProcessCommunicator()
+    with pytest.raises(DpnbError, match="no parameters to reduce; build the network"):
+        comm.get_all_reduce_callback()
