@@ -1,10 +1,9 @@
 """nnabla's data sources, data iterators and download helper: batches, epochs and
-slices compared with what nnabla 1.39 yields (tests/fixtures/nnabla/data.json,
-written by record_data.py), caches on disk, and downloads without a network."""
-import csv
+slices of the cases in tests/nnabla_cases/data.py compared with what nnabla 1.39 yields
+(tests/fixtures/nnabla/data.json, written by record_data.py), caches on disk, and downloads
+without a network."""
 import functools
 import http.server
-import inspect
 import json
 import os
 import tarfile
@@ -14,155 +13,66 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from nnabla_cases import data
 
 from dpnb.errors import DpnbError
+from dpnb.utils import data_iterator as it
+from dpnb.utils import data_source as sources
+from dpnb.utils import data_source_loader as loader
 from dpnb.utils.data_iterator import DataIterator, data_iterator, data_iterator_simple
 from dpnb.utils.data_source import (DataSource, DataSourceWithFileCache, DataSourceWithMemoryCache,
-                                    SimpleDataSource, SlicedDataSource)
+                                    SimpleDataSource)
 from dpnb.utils.data_source_loader import download, get_data_home
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "nnabla" / "data.json").read_text())
 R = np.random.RandomState
+Cifar = data.cifar_like_source(DataSource)
+load = data.load
 
 
-def load(i):
-    return np.array([i, 100 + i], dtype=np.float32), np.array(i % 3, dtype=np.int64)
+def assert_recorded(got, fixture=FIXTURE):
+    """Every case in ``got`` equals nnabla's recording under the same name."""
+    for name, value in got.items():
+        assert value == fixture[name], name
 
 
-def load_scalar_label(i):
-    return np.array([i, -i], dtype=np.float32), i
-
-
-class CifarLikeDataSource(DataSource):
-    """Shaped as the CIFAR-10 example's Cifar10DataSource (same as in record_data.py)."""
-
-    def _get_data(self, position):
-        return self._images[self._indexes[position]], self._labels[self._indexes[position]]
-
-    def __init__(self, n, shuffle=False, rng=None):
-        super().__init__(shuffle=shuffle, rng=rng)
-        self._images = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
-        self._labels = (np.arange(n) % 4).reshape(n, 1).astype(np.int32)
-        self._size = n
-        self._variables = ('x', 'y')
-        if rng is None:
-            rng = np.random.RandomState(313)
-        self.rng = rng
-        self.reset()
-
-    def reset(self):
-        if self._shuffle:
-            self._indexes = self.rng.permutation(self._size)
-        else:
-            self._indexes = np.arange(self._size)
-        super().reset()
-
-
-def run(di, steps, positions=True):
-    out = {"size": di.size, "batch_size": di.batch_size, "variables": list(di.variables),
-           "batches": [], "epochs": [], "positions": [], "dtypes": None}
-    for _ in range(steps):
-        batch = di.next()
-        assert isinstance(batch, tuple) and all(isinstance(b, np.ndarray) for b in batch)
-        assert all(len(b) == di.batch_size for b in batch)
-        out["batches"].append([b.tolist() for b in batch])
-        out["dtypes"] = [str(b.dtype) for b in batch]
-        out["epochs"].append(di.epoch)
-        if positions:
-            out["positions"].append(di.position)
-    return out
-
-
-def run_until_stop(di, limit=50):
-    out = {"batches": [], "stopped_again": False}
-    for _ in range(limit):
-        try:
-            batch = di.next()
-        except StopIteration:
-            break
-        out["batches"].append([b.tolist() for b in batch])
-    try:
-        di.next()
-    except StopIteration:
-        out["stopped_again"] = True
-    return out
-
-
-def cache_listing(cache_dir):
-    rows = {}
-    for name in ("cache_index.csv", "cache_info.csv"):
-        with open(os.path.join(cache_dir, name)) as f:
-            rows[name] = list(csv.reader(f))
-    return {"files": sorted(os.listdir(cache_dir)), **rows}
-
-
-def check(got, name):
-    want = FIXTURE[name]
-    assert got["batches"] == want["batches"]
-    for key in ("size", "batch_size", "variables", "dtypes", "epochs", "positions"):
-        assert got[key] == want[key], key
+def counting_load(calls):
+    """``load`` that also appends each index it reads to ``calls``."""
+    def counted(i):
+        calls.append(i)
+        return load(i)
+    return counted
 
 
 # --- iterators against nnabla -------------------------------------------------------------
 
 @pytest.mark.parametrize("use_thread", [False, True])
 def test_simple_iterators_match_nnabla(use_thread):
-    check(run(data_iterator_simple(load, 7, 3, use_thread=use_thread), 6), "simple_plain")
-    check(run(data_iterator_simple(load, 7, 3, shuffle=True, rng=R(0), use_thread=use_thread), 10),
-          "simple_shuffle")
-    check(run(data_iterator_simple(load, 7, 3, shuffle=True, rng=R(0), use_thread=use_thread,
-                                   with_memory_cache=True), 10), "simple_shuffle_memcache")
-    check(run(data_iterator_simple(load, 7, 15, shuffle=True, rng=R(6), use_thread=use_thread), 4),
-          "simple_batch_larger_than_size")
-    check(run(data_iterator_simple(load_scalar_label, 5, 2, use_thread=use_thread), 4),
-          "nocache_scalar_label")
+    assert_recorded(data.simple_cases(it, use_thread))
 
 
 @pytest.mark.parametrize("use_thread", [False, True])
 def test_cifar_like_data_source_matches_nnabla(use_thread):
-    check(run(data_iterator(CifarLikeDataSource(10, shuffle=True, rng=R(1)), 4, rng=R(2),
-                            use_thread=use_thread), 12), "cifar_memcache")
-    check(run(data_iterator(CifarLikeDataSource(10, shuffle=True), 4, with_memory_cache=False,
-                            use_thread=use_thread), 12), "cifar_nocache")
-    shared = R(3)
-    check(run(data_iterator(CifarLikeDataSource(10, shuffle=True, rng=shared), 4, rng=shared,
-                            use_thread=use_thread), 12), "cifar_memcache_shared_rng")
+    assert_recorded(data.cifar_cases(it, Cifar, use_thread))
 
 
 def test_threaded_iterator_matches_nnabla_threaded():
-    di = data_iterator(CifarLikeDataSource(10, shuffle=True, rng=R(1)), 4, rng=R(2))
-    check(run(di, 12, False), "cifar_threaded")
+    assert data.cifar_threaded(it, Cifar) == FIXTURE["cifar_threaded"]
 
 
 def test_file_caches_match_nnabla(tmp_path):
-    d1, d2, d3, d4 = (tmp_path / n for n in "abcd")
-    got = run(data_iterator_simple(load, 230, 64, shuffle=True, rng=R(1), with_file_cache=True,
-                                   cache_dir=d1), 12)
-    check(got, "simple_shuffle_filecache")
-    assert cache_listing(d1) == FIXTURE["simple_shuffle_filecache"]["cache"]
-    check(run(data_iterator_simple(load, 230, 64, shuffle=True, rng=R(2), with_file_cache=True,
-                                   with_memory_cache=True, cache_dir=d2), 12),
-          "simple_shuffle_file_and_memcache")
-    check(run(data_iterator_simple(load_scalar_label, 5, 2, with_file_cache=True, cache_dir=d3), 4),
-          "filecache_scalar_label")
-    check(run(data_iterator(CifarLikeDataSource(10, shuffle=True, rng=R(7)), 4, rng=R(8),
-                            with_file_cache=True, cache_dir=d4), 12), "cifar_file_and_memcache")
+    assert_recorded(data.file_cache_cases(it, Cifar, True, tmp_path))
 
 
 def test_memory_cache_over_its_limit_passes_reads_through():
-    source = DataSourceWithMemoryCache(CifarLikeDataSource(10, shuffle=True), shuffle=True,
-                                       buffer_max_size=1)
+    source = DataSourceWithMemoryCache(Cifar(10, shuffle=True), shuffle=True, buffer_max_size=1)
     assert not source.on_memory
-    check(run(DataIterator(source, 4), 12), "cifar_nocache")
+    assert data.run(DataIterator(source, 4), 12) == FIXTURE["cifar_nocache"]
 
 
 def test_memory_cache_keeps_examples_after_the_first_epoch():
     calls = []
-
-    def counted(i):
-        calls.append(i)
-        return load(i)
-
+    counted = counting_load(calls)
     di = data_iterator_simple(counted, 6, 3, with_memory_cache=True, use_thread=False)
     first = len(calls)
     for _ in range(8):
@@ -172,30 +82,9 @@ def test_memory_cache_keeps_examples_after_the_first_epoch():
 
 # --- slices --------------------------------------------------------------------------------
 
-def check_slice(got, name):
-    want = FIXTURE["slices"][name]
-    assert got["batches"] == want["batches"], name
-    for key in ("size", "batch_size", "variables", "dtypes", "epochs"):
-        assert got[key] == want[key], (name, key)
-
-
 @pytest.mark.parametrize("k", [0, 1])
 def test_slices_match_nnabla(k, tmp_path):
-    di = data_iterator_simple(load, 7, 2, shuffle=True, rng=R(3))
-    check_slice(run(di.slice(rng=None, num_of_slices=2, slice_pos=k), 8, False), f"simple_{k}")
-    di = data_iterator(CifarLikeDataSource(9, shuffle=True, rng=R(4)), 2, rng=R(5))
-    check_slice(run(di.slice(rng=None, num_of_slices=2, slice_pos=k), 8, False),
-                f"cifar_memcache_{k}")
-    di = data_iterator_simple(load, 7, 2)
-    check_slice(run(di.slice(None, num_of_slices=2, slice_pos=k, drop_last=True), 4, False),
-                f"drop_last_{k}")
-    di = data_iterator_simple(load, 11, 2, shuffle=True, rng=R(9))
-    check_slice(run(di.slice(R(10), num_of_slices=2, slice_pos=k, use_cache=True), 8, False),
-                f"use_cache_{k}")
-    di = data_iterator_simple(load, 11, 2, shuffle=True, rng=R(11))
-    s = di.slice(R(12), num_of_slices=2, slice_pos=k, use_cache=True, cache_dir=tmp_path)
-    check_slice(run(s, 8, False), f"use_cache_dir_{k}")
-    assert sorted(os.listdir(tmp_path)) == FIXTURE["slices"][f"use_cache_dir_{k}"]["files"]
+    assert_recorded(data.slice_cases(it, Cifar, k, True, tmp_path), FIXTURE["slices"])
 
 
 def test_two_slices_of_one_source_are_disjoint_shards():
@@ -208,22 +97,18 @@ def test_two_slices_of_one_source_are_disjoint_shards():
 
 @pytest.mark.parametrize("n,parts", [(7, 3), (10, 3), (5, 4)])
 def test_slice_ranges_match_nnabla(n, parts):
-    di = data_iterator_simple(load, n, 1)
-    for k in range(parts):
-        s = di.slice(None, num_of_slices=parts, slice_pos=k)
-        check_slice(run(s, s.size, False), f"range_{n}_{parts}_{k}")
+    got = data.slice_range_cases(it, n, parts, True)
+    assert len(got) == parts
+    assert_recorded(got, FIXTURE["slices"])
 
 
 def test_slice_by_start_and_end_matches_nnabla():
-    di = data_iterator_simple(load, 9, 2, shuffle=True, rng=R(13))
-    check_slice(run(di.slice(None, slice_start=2, slice_end=7), 6, False), "start_end")
+    assert data.slice_start_end(it, True) == FIXTURE["slices"]["start_end"]
 
 
 def test_slice_writes_its_cache_beside_the_parent_file_cache(tmp_path):
-    di = data_iterator_simple(load, 6, 2, with_file_cache=True, cache_dir=tmp_path)
-    check_slice(run(di.slice(None, num_of_slices=2, slice_pos=1, use_cache=True), 4, False),
-                "parent_file_cache")
-    assert sorted(os.listdir(tmp_path)) == FIXTURE["slices"]["parent_file_cache"]["files"]
+    got = data.slice_of_file_cache(it, True, tmp_path)
+    assert got == FIXTURE["slices"]["parent_file_cache"]
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"num_of_slices": 2}, {"slice_start": 1},
@@ -243,12 +128,7 @@ def test_slice_rejects_bad_arguments(kwargs):
 
 @pytest.mark.parametrize("use_thread", [False, True])
 def test_stop_exhausted_matches_nnabla(use_thread):
-    di = data_iterator_simple(load, 7, 3, shuffle=True, rng=R(4), use_thread=use_thread,
-                              stop_exhausted=True)
-    assert run_until_stop(di) == FIXTURE["stop_simple"]
-    di = data_iterator(CifarLikeDataSource(8, shuffle=True, rng=R(5)), 4, rng=R(6),
-                       use_thread=use_thread, stop_exhausted=True)
-    assert run_until_stop(di) == FIXTURE["stop_cifar_exact"]
+    assert_recorded(data.stop_cases(it, Cifar, use_thread))
 
 
 def test_stop_exhausted_ends_a_for_loop():
@@ -259,37 +139,19 @@ def test_stop_exhausted_ends_a_for_loop():
 
 @pytest.mark.parametrize("use_thread", [False, True])
 def test_epoch_callbacks_match_nnabla(use_thread):
-    calls = []
-    di = data_iterator_simple(load, 7, 15, use_thread=use_thread,
-                              epoch_begin_callbacks=[lambda e: calls.append(["begin", e])],
-                              epoch_end_callbacks=[lambda e: calls.append(["end", e])])
-    di.register_epoch_end_callback(lambda e: calls.append(["end2", e]))
-    for step in range(4):
-        di.next()
-        calls.append(["batch", step, di.epoch])
-    assert calls == FIXTURE["callbacks"]
+    assert data.callback_calls(it, use_thread) == FIXTURE["callbacks"]
 
 
 # --- signatures ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name,func", [
-    ("DataSource", DataSource.__init__), ("DataIterator", DataIterator.__init__),
-    ("DataIterator.slice", DataIterator.slice), ("SlicedDataSource", SlicedDataSource.__init__),
-    ("data_iterator", data_iterator), ("data_iterator_simple", data_iterator_simple),
-    ("download", download)])
-def test_signatures_match_nnabla(name, func):
-    got = [[p.name, None if p.default is inspect.Parameter.empty else
-            (list(p.default) if isinstance(p.default, tuple) else p.default),
-            p.default is inspect.Parameter.empty]
-           for p in inspect.signature(func).parameters.values()
-           if p.name != "self" and p.kind is not inspect.Parameter.KEYWORD_ONLY]
-    assert got == FIXTURE["signatures"][name]
+def test_signatures_match_nnabla():
+    assert data.signatures(it, sources, loader) == FIXTURE["signatures"]
 
 
 # --- data sources and caches ---------------------------------------------------------------
 
 def test_data_source_protocol():
-    with CifarLikeDataSource(5) as ds:
+    with Cifar(5) as ds:
         assert (ds.size, tuple(ds.variables), ds.position, ds.shuffle) == (5, ("x", "y"), 0, False)
         x, y = ds.next()
         assert x.tolist() == [0, 1] and y.tolist() == [0] and ds.position == 1
@@ -340,11 +202,7 @@ def test_file_cache_in_cache_dir_is_kept(tmp_path):
 
 def test_file_cache_reads_from_disk_not_from_the_source(tmp_path):
     calls = []
-
-    def counted(i):
-        calls.append(i)
-        return load(i)
-
+    counted = counting_load(calls)
     di = data_iterator_simple(counted, 5, 2, with_file_cache=True, cache_dir=tmp_path)
     before = len(calls)
     batches = [di.next()[0][:, 0].tolist() for _ in range(5)]
