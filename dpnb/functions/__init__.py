@@ -6,11 +6,16 @@ import sys as _sys
 
 from .activation import *  # noqa: F401,F403
 from .array import *  # noqa: F401,F403
+from .attention import *  # noqa: F401,F403
+from .indexing import *  # noqa: F401,F403
+from .logic import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
 from .math import *  # noqa: F401,F403
 from .nn import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .pooling import *  # noqa: F401,F403
+from .recurrent import *  # noqa: F401,F403
+from .reduction import *  # noqa: F401,F403
 from .stochastic import *  # noqa: F401,F403
 from ..graph import use_functions as _use_functions  # noqa: E402
 

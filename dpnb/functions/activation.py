@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..graph import Function, Variable
-from .math import _axis, _Unary
+from .base import Unary, one_axis
 
 __all__ = ["relu", "elu", "leaky_relu", "tanh", "sigmoid", "softmax", "log_softmax"]
 
@@ -19,7 +19,7 @@ def _log_softmax(xp, x, axis: int):
     return shifted - xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))
 
 
-class ReLU(_Unary):
+class ReLU(Unary):
     """max(x, 0); the gradient passes where the output is positive."""
 
     grad_depends_on_inputs = False
@@ -37,7 +37,7 @@ def relu(x: Variable, inplace: bool = False) -> Variable:
     return ReLU()(x)
 
 
-class ELU(_Unary):
+class ELU(Unary):
     """x for x > 0, alpha * (exp(x) - 1) otherwise."""
 
     def __init__(self, alpha: float):
@@ -57,7 +57,7 @@ def elu(x: Variable, alpha: float = 1.0) -> Variable:
     return ELU(alpha)(x)
 
 
-class LeakyReLU(_Unary):
+class LeakyReLU(Unary):
     """x for x > 0, alpha * x otherwise."""
 
     def __init__(self, alpha: float):
@@ -77,7 +77,7 @@ def leaky_relu(x: Variable, alpha: float = 0.1, inplace: bool = False) -> Variab
     return LeakyReLU(alpha)(x)
 
 
-class Tanh(_Unary):
+class Tanh(Unary):
     """Hyperbolic tangent; its gradient 1 - y**2 comes from the output."""
 
     grad_depends_on_inputs = False
@@ -96,7 +96,7 @@ def tanh(x: Variable) -> Variable:
     return Tanh()(x)
 
 
-class Sigmoid(_Unary):
+class Sigmoid(Unary):
     """1 / (1 + exp(-x)); its gradient y (1 - y) comes from the output."""
 
     grad_depends_on_inputs = False
@@ -123,7 +123,7 @@ class _AlongAxis(Function):
 
     def setup(self, inputs):
         (x,) = inputs
-        self.axis = _axis(self, self.axis, x.ndim)
+        self.axis = one_axis(self, self.axis, x.ndim)
         return [(x.shape, x.dtype)]
 
 

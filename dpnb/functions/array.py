@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..graph import Function, Variable
-from .math import _axis, _Unary
+from .base import Unary, one_axis
 
 __all__ = ["reshape", "transpose", "concatenate", "slice", "identity", "sink"]
 
@@ -92,7 +92,7 @@ class Concatenate(Function):
         if not inputs:
             raise self.error("needs at least one input variable")
         first = inputs[0].shape
-        self.axis = _axis(self, self.axis, len(first))
+        self.axis = one_axis(self, self.axis, len(first))
         for i, x in enumerate(inputs):
             if x.ndim != len(first) or any(s != t for a, (s, t) in enumerate(zip(x.shape, first))
                                            if a != self.axis):
@@ -163,7 +163,7 @@ def slice(x: Variable, start: Sequence[int | None] | None = None,
     return Slice(start, stop, step)(x)
 
 
-class Identity(_Unary):
+class Identity(Unary):
     """A copy of ``x``: the same values in a variable of its own."""
 
     grad_depends_on_inputs = False

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..graph import Function, Variable
 from .activation import _log_softmax, _sigmoid
-from .math import _axis, _Binary
+from .base import Binary, one_axis
 
 __all__ = ["softmax_cross_entropy", "sigmoid_cross_entropy", "squared_error", "top_n_error"]
 
@@ -20,7 +20,7 @@ class _Labelled(Function):
 
     def setup(self, inputs):
         x, t = inputs
-        self.axis = _axis(self, self.axis, x.ndim)
+        self.axis = one_axis(self, self.axis, x.ndim)
         expected = x.shape[:self.axis] + (1,) + x.shape[self.axis + 1:]
         if t.shape != expected:
             raise self.error(f"target must have shape {expected} (x's shape {x.shape} with 1 on "
@@ -121,7 +121,7 @@ def sigmoid_cross_entropy(x: Variable, target: Variable) -> Variable:
     return SigmoidCrossEntropy()(x, target)
 
 
-class SquaredError(_Binary):
+class SquaredError(Binary):
     """(x0 - x1) ** 2, with NumPy broadcasting."""
 
     def forward(self, xp, xs):
@@ -130,7 +130,7 @@ class SquaredError(_Binary):
 
     def backward(self, xp, xs, ys, gys, need_grads):
         g = 2 * gys[0] * (xs[0] - xs[1])
-        return self._reduce(xp, (g, -g if need_grads[1] else None), need_grads)
+        return self.reduce_grads((g, -g if need_grads[1] else None), need_grads)
 
 
 def squared_error(x0: Variable, x1: Variable) -> Variable:

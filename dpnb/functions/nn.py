@@ -1,22 +1,14 @@
 """Affine and 2-D convolution layers (the matrix products of a network)."""
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 
 import numpy as np
 
 from ..graph import Function, Variable
+from .base import base_axis_of, int_tuple, workspace
 
 __all__ = ["affine", "convolution"]
-
-
-def _normalize_base_axis(fn: Function, base_axis: int, ndim: int) -> int:
-    axis = base_axis + ndim if base_axis < 0 else base_axis
-    if not 0 <= axis < ndim:
-        raise fn.error(f"base_axis must lie in [-{ndim}, {ndim}) for an input of {ndim} "
-                       f"dimensions, got {base_axis}")
-    return axis
 
 
 class Affine(Function):
@@ -27,7 +19,7 @@ class Affine(Function):
 
     def setup(self, inputs):
         x, w = inputs[0], inputs[1]
-        self.base_axis = axis = _normalize_base_axis(self, self.base_axis, x.ndim)
+        self.base_axis = axis = base_axis_of(self, self.base_axis, x.ndim)
         rows, cols = int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:]))
         if w.ndim < 2 or w.shape[0] != cols:
             raise self.error(f"weight must have shape ({cols}, *out) to match an input of shape "
@@ -67,32 +59,6 @@ def affine(x: Variable, weight: Variable, bias: Variable | None = None,
     return Affine(base_axis)(*inputs)
 
 
-_scratch = threading.local()
-
-
-def _workspace(xp, shape: tuple[int, ...], dtype):
-    """An uninitialised temporary of ``shape`` (convolution columns, batch norm's x - mean),
-    valid until the next call: hand out no result that lives in it.
-
-    On the CPU one buffer per thread is kept and reused: NumPy hands large
-    arrays back to the OS, and filling fresh pages costs more than the copy
-    itself.  CuPy's memory pool already reuses device memory."""
-    if xp is not np:
-        return xp.empty(shape, dtype)
-    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    buffer = getattr(_scratch, "buffer", None)
-    if buffer is None or buffer.nbytes < nbytes:
-        buffer = _scratch.buffer = np.empty(nbytes, np.uint8)
-    return buffer[:nbytes].view(dtype).reshape(shape)
-
-
-def _pair(fn: Function, name: str, value, default: int, minimum: int) -> tuple[int, int]:
-    value = (default, default) if value is None else tuple(int(v) for v in value)
-    if len(value) != 2 or min(value) < minimum:
-        raise fn.error(f"{name} must be two integers >= {minimum} (height, width), got {value}")
-    return value
-
-
 def _im2col(xp, x, group: int, kernel, pad, stride, dilation, out_hw):
     """The patch of NCHW ``x`` (zero-padded by ``pad``) under each of the ``out_hw``
     output pixels, as (B, group, C/group * kh * kw, Ho * Wo) in the column workspace."""
@@ -106,7 +72,7 @@ def _im2col(xp, x, group: int, kernel, pad, stride, dilation, out_hw):
     s_b, s_c, s_h, s_w = x.strides
     shape = (b, group, cg, kh, kw, ho, wo)
     strides = (s_b, s_c * cg, s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw)
-    columns = _workspace(xp, shape, x.dtype)
+    columns = workspace(xp, shape, x.dtype)
     columns[...] = xp.lib.stride_tricks.as_strided(x, shape=shape, strides=strides)
     return columns.reshape(b, group, cg * kh * kw, ho * wo)
 
@@ -130,14 +96,14 @@ class Convolution(Function):
         if self.channel_last:
             raise self.error("channel_last=True is not supported: expected channel-first input "
                              "(..., C, H, W); transpose the input and pass channel_last=False")
-        axis = _normalize_base_axis(self, self.base_axis, x.ndim)
+        axis = base_axis_of(self, self.base_axis, x.ndim)
         if x.ndim - axis != 3:
             raise self.error(f"only 2-D convolution is supported: the input must have a channel "
                              f"axis and two spatial axes after base_axis={axis}, got shape "
                              f"{x.shape}; reshape the input to (..., C, H, W)")
-        self.pad = _pair(self, "pad", self.pad, 0, 0)
-        self.stride = _pair(self, "stride", self.stride, 1, 1)
-        self.dilation = _pair(self, "dilation", self.dilation, 1, 1)
+        self.pad = int_tuple(self, "pad", self.pad, 2, 0, 0)
+        self.stride = int_tuple(self, "stride", self.stride, 2, 1, 1)
+        self.dilation = int_tuple(self, "dilation", self.dilation, 2, 1, 1)
         channels, height, width = x.shape[axis:]
         g = self.group
         if w.ndim != 4:
@@ -247,7 +213,7 @@ class Convolution(Function):
                     gx = xp.matmul(w_t, gy)
                 else:
                     # The columns' gradient (after the weight's: it reuses the workspace).
-                    columns = _workspace(xp, (b, g, w_t.shape[1], gy.shape[3]), gy.dtype)
+                    columns = workspace(xp, (b, g, w_t.shape[1], gy.shape[3]), gy.dtype)
                     gx = self._add_columns_to_image(xp, xp.matmul(w_t, gy, out=columns))
                 grads[0] = gx.reshape(self.x_shape)
         if len(xs) == 3:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..graph import Function, Variable
-from .nn import _workspace
+from .base import kept_axes, workspace
 
 __all__ = ["batch_normalization", "sync_batch_normalization"]
 
@@ -33,10 +33,7 @@ class BatchNormalization(Function):
 
     def setup(self, inputs):
         x = inputs[0]
-        axes = sorted({a + x.ndim if a < 0 else a for a in self.axes})
-        if not axes or not all(0 <= a < x.ndim for a in axes) or len(axes) != len(self.axes):
-            raise self.error(f"axes must be distinct axes of the {x.ndim}-D input "
-                             f"(shape {x.shape}), got {list(self.axes)}")
+        self.axes = axes = kept_axes(self, self.axes, x.ndim)
         self.reduce_axes = tuple(a for a in range(x.ndim) if a not in axes)
         self.stat_shape = tuple(s if a in axes else 1 for a, s in enumerate(x.shape))
         for role, v in zip(self.roles, inputs[1:]):
@@ -146,7 +143,7 @@ class BatchNormalization(Function):
         if need.get("beta") or batch_terms:
             grads["beta"] = self._sum(xp, gy)
         if need.get("gamma") or batch_terms:
-            centred = xp.subtract(x, self.mean, out=_workspace(xp, x.shape, x.dtype))
+            centred = xp.subtract(x, self.mean, out=workspace(xp, x.shape, x.dtype))
             grads["gamma"] = self._dot(xp, gy, centred) * self.inv_std
         gx = None
         if need_grads[0]:
@@ -232,10 +229,6 @@ def _apply(cls: type, x: Variable, params: Sequence[Variable | None], *args):
     return cls([role for role, _ in given], *args)(x, *(v for _, v in given))
 
 
-def _as_axes(axes: int | Sequence[int]) -> list[int]:
-    return [axes] if isinstance(axes, int) else list(axes)
-
-
 def batch_normalization(x: Variable, beta: Variable | None, gamma: Variable | None,
                         mean: Variable | None, variance: Variable | None,
                         axes: Sequence[int] = (1,), decay_rate: float = 0.9, eps: float = 1e-05,
@@ -245,7 +238,7 @@ def batch_normalization(x: Variable, beta: Variable | None, gamma: Variable | No
     size 1 except on ``axes``.  None drops beta (no bias) or gamma (no scale), and,
     with batch_stat=True, the running mean/variance update.  With ``output_stat``
     returns (y, batch_mean, batch_var)."""
-    return _apply(BatchNormalization, x, (beta, gamma, mean, variance), _as_axes(axes),
+    return _apply(BatchNormalization, x, (beta, gamma, mean, variance), axes,
                   decay_rate, eps, batch_stat, output_stat)
 
 
@@ -260,4 +253,4 @@ def sync_batch_normalization(x: Variable, beta: Variable | None, gamma: Variable
     gradients included); otherwise as ``batch_normalization``.  Every rank of the
     group must call forward and backward; with batch_stat=False nothing is sent."""
     return _apply(SyncBatchNormalization, x, (beta, gamma, mean, variance), comm, group,
-                  _as_axes(axes), decay_rate, eps, batch_stat, output_stat)
+                  axes, decay_rate, eps, batch_stat, output_stat)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from .. import functions as F
 from ..errors import DpnbError
-from ..functions import activation, array, loss, math, nn, normalization, pooling, stochastic
+from ..functions import (activation, array, loss, math, nn, normalization, pooling, reduction,
+                         stochastic)
 from ..graph import Function, Variable
 
 Params = dict[str, object]
@@ -239,10 +240,10 @@ _SPECS = [
                  _scalar(F.r_pow_scalar)),
     FunctionSpec("Exp", math.Exp, None, _no_params, _unary(F.exp)),
     FunctionSpec("Log", math.Log, None, _no_params, _unary(F.log)),
-    FunctionSpec("Sum", math.Sum, "sum_param", _reduction_params, _reduction(F.sum)),
-    FunctionSpec("Mean", math.Mean, "mean_param", _reduction_params, _reduction(F.mean)),
-    FunctionSpec("Max", math.Max, "max_param", _extremum_params, _extremum(F.max)),
-    FunctionSpec("Min", math.Min, "min_param", _extremum_params, _extremum(F.min)),
+    FunctionSpec("Sum", reduction.Sum, "sum_param", _reduction_params, _reduction(F.sum)),
+    FunctionSpec("Mean", reduction.Mean, "mean_param", _reduction_params, _reduction(F.mean)),
+    FunctionSpec("Max", reduction.Max, "max_param", _extremum_params, _extremum(F.max)),
+    FunctionSpec("Min", reduction.Min, "min_param", _extremum_params, _extremum(F.min)),
     FunctionSpec("Reshape", array.Reshape, "reshape_param",
                  lambda fn: {"shape": _ints(fn.out_shape), "inplace": bool(fn.inplace)},
                  lambda xs, p, n: F.reshape(xs[0], p["shape"], p["inplace"])),

@@ -1,0 +1,4 @@
+"""Parametric activations: PF.prelu and its learned slopes."""
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,67 @@
+"""Normalization layers and their parameters (``bn/beta``, ``bn/gamma``, running ``bn/mean`` and ``bn/var``)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .. import functions as F
+from ..errors import DpnbError
+from ..functions.base import kept_axes
+from ..graph import Variable
+from ..initializer import ConstantInitializer
+from ..parameter import get_parameter_or_create
+from ._common import check_input, scope
+
+__all__ = ["batch_normalization", "sync_batch_normalization"]
+
+
+def _bn_parameters(fn_name: str, inp: Variable, axes: list[int], fix_parameters: bool,
+                   param_init: dict | None, no_scale: bool, no_bias: bool) -> tuple:
+    """Batch normalization's ``beta``, ``gamma`` (None where dropped) and running ``mean``
+    and ``var`` (kept outside the trainable storage: they get no gradient)."""
+    shape = tuple(s if i in axes else 1 for i, s in enumerate(inp.shape))
+    init = {"beta": ConstantInitializer(0), "gamma": ConstantInitializer(1),
+            "mean": ConstantInitializer(0), "var": ConstantInitializer(1)}
+    unknown = set(param_init or {}) - set(init)
+    if unknown:
+        raise DpnbError(f"PF.{fn_name}: param_init keys must be among {sorted(init)}, "
+                        f"got {sorted(unknown)}")
+    init.update(param_init or {})
+    beta = None if no_bias else get_parameter_or_create("beta", shape, init["beta"], True,
+                                                        not fix_parameters)
+    gamma = None if no_scale else get_parameter_or_create("gamma", shape, init["gamma"], True,
+                                                          not fix_parameters)
+    mean = get_parameter_or_create("mean", shape, init["mean"], False)
+    var = get_parameter_or_create("var", shape, init["var"], False)
+    return beta, gamma, mean, var
+
+
+def batch_normalization(inp: Variable, axes: int | Sequence[int] = (1,), decay_rate: float = 0.9,
+                        eps: float = 1e-5, batch_stat: bool = True, output_stat: bool = False,
+                        fix_parameters: bool = False, param_init: dict | None = None,
+                        no_scale: bool = False, no_bias: bool = False, name: str | None = None):
+    """Batch normalization with parameters ``bn/beta``, ``bn/gamma`` and the running
+    ``bn/mean`` and ``bn/var``, of size 1 except on ``axes``."""
+    with scope(name, "bn"):
+        check_input("batch_normalization", inp, 1)
+        axes = kept_axes("PF.batch_normalization", axes, inp.ndim)
+        params = _bn_parameters("batch_normalization", inp, axes, fix_parameters, param_init,
+                                no_scale, no_bias)
+        return F.batch_normalization(inp, *params, axes, decay_rate, eps, batch_stat, output_stat)
+
+
+def sync_batch_normalization(inp: Variable, comm, group: str = "world",
+                             axes: int | Sequence[int] = (1,), decay_rate: float = 0.9,
+                             eps: float = 1e-5, batch_stat: bool = True,
+                             output_stat: bool = False, fix_parameters: bool = False,
+                             param_init: dict | None = None, no_scale: bool = False,
+                             no_bias: bool = False, name: str | None = None):
+    """Batch normalization over the batches of all ranks of ``group`` of ``comm``
+    (F.sync_batch_normalization), with the parameters of PF.batch_normalization (also
+    under the scope ``bn``, as in nnabla)."""
+    with scope(name, "bn"):
+        check_input("sync_batch_normalization", inp, 1)
+        axes = kept_axes("PF.sync_batch_normalization", axes, inp.ndim)
+        params = _bn_parameters("sync_batch_normalization", inp, axes, fix_parameters,
+                                param_init, no_scale, no_bias)
+        return F.sync_batch_normalization(inp, *params, comm, group, axes, decay_rate, eps,
+                                          batch_stat, output_stat)
