@@ -1,0 +1,59 @@
+"""Every case of tests/nnabla_cases/functions_<family>.py: dpnb's outputs and
+gradients against those recorded from nnabla 1.39 (record_functions.py), and its
+float64 gradients against central differences."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+from nnabla_cases import functions
+
+import dpnb as nn
+import dpnb.functions as F
+import dpnb.parametric_functions as PF
+from dpnb.ext_utils import get_extension_context
+
+FIXTURES = Path(__file__).parent / "fixtures" / "nnabla" / "functions"
+LIB = functions.library(nn, F, PF, get_extension_context("cpu", type_config="double"))
+CASES = [(family, case) for family in functions.families()
+         for case in functions.family_cases(family)]
+IDS = [f"{family}:{case.name}" for family, case in CASES]
+
+
+def recorded(family: str) -> dict[str, dict[str, np.ndarray]]:
+    """The fixture of a family, as case name -> result key -> array."""
+    cases: dict[str, dict[str, np.ndarray]] = {}
+    with np.load(FIXTURES / f"{family}.npz") as data:
+        for key in data.files:
+            name, result = key.split(functions.SEPARATOR)
+            cases.setdefault(name, {})[result] = data[key]
+    return cases
+
+
+RECORDED = {family: recorded(family) for family in functions.families()}
+
+
+@pytest.mark.parametrize("family, case", CASES, ids=IDS)
+def test_matches_nnabla(family, case):
+    want = RECORDED[family].get(case.name)
+    assert want is not None, (f"no nnabla record of {case.name!r}: run "
+                              f"tests/fixtures/nnabla/record_functions.py {family} with nnabla")
+    got = functions.run(LIB, case)
+    assert sorted(got) == sorted(want), f"result keys {sorted(got)} != nnabla's {sorted(want)}"
+    for key, value in want.items():
+        assert got[key].shape == value.shape, f"{key}: shape {got[key].shape} != {value.shape}"
+        np.testing.assert_allclose(got[key], value, rtol=case.rtol, atol=case.atol, err_msg=key)
+
+
+FD_CASES = [(f, c) for f, c in CASES if c.grad and c.fd]
+
+
+@pytest.mark.parametrize("family, case", FD_CASES,
+                         ids=[f"{f}:{c.name}" for f, c in FD_CASES])
+def test_gradients_by_finite_differences(family, case):
+    assert functions.finite_difference_errors(LIB, case) == []
+
+
+def test_every_recorded_case_still_exists():
+    for family, cases in RECORDED.items():
+        names = {c.name for c in functions.family_cases(family)}
+        assert set(cases) <= names, f"{family}.npz records cases no longer defined: {sorted(set(cases) - names)}"
