@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import requires_gpu
 from nnabla_cases import functions
 
 import dpnb as nn
@@ -41,6 +42,15 @@ def test_matches_nnabla(family, case):
     assert sorted(got) == sorted(want), f"result keys {sorted(got)} != nnabla's {sorted(want)}"
     for key, value in want.items():
         assert got[key].shape == value.shape, f"{key}: shape {got[key].shape} != {value.shape}"
+        np.testing.assert_allclose(got[key], value, rtol=case.rtol, atol=case.atol, err_msg=key)
+
+
+@requires_gpu
+@pytest.mark.parametrize("family, case", CASES, ids=IDS)
+def test_matches_nnabla_on_gpu(family, case):
+    with nn.context_scope(get_extension_context("cudnn")):
+        got = functions.run(LIB, case)
+    for key, value in RECORDED[family][case.name].items():
         np.testing.assert_allclose(got[key], value, rtol=case.rtol, atol=case.atol, err_msg=key)
 
 

@@ -58,6 +58,11 @@ def default_params(name: str, shape: tuple, rng: np.random.RandomState) -> np.nd
     return rng.uniform(-1.0, 1.0, shape)
 
 
+def host(a) -> np.ndarray:
+    """A library's array as a NumPy copy (CuPy arrays come back from the device)."""
+    return np.array(a.get() if hasattr(a, "get") else a, copy=True)
+
+
 def _needs_grad(case: Case) -> list[bool]:
     if case.need_grad is not None:
         return list(case.need_grad)
@@ -71,7 +76,7 @@ def _as_tuple(outputs) -> tuple:
 def output_grads(outputs: Sequence) -> list[np.ndarray | None]:
     """The fixed gradient of each float output (None for integer outputs)."""
     return [np.random.RandomState(100 + i).randn(*y.shape)
-            if np.issubdtype(np.dtype(y.d.dtype), np.floating) else None
+            if np.issubdtype(y.d.dtype, np.floating) else None
             for i, y in enumerate(outputs)]
 
 
@@ -97,7 +102,7 @@ class Built:
         for name, p in self.params.items():
             value = np.asarray(choose(name, p.shape, np.random.RandomState(zlib.crc32(name.encode()))))
             p.d = value.astype(dtype) if np.issubdtype(value.dtype, np.floating) else value
-            self.param_values[name] = np.array(p.d, copy=True)
+            self.param_values[name] = host(p.d)
 
     def reset(self) -> None:
         """Inputs and parameters back to their first values (a forward may change them)."""
@@ -132,7 +137,7 @@ class Built:
         """sum(y * g) over the seeded outputs, after a fresh forward."""
         self.reset()
         self.forward()
-        return float(sum(np.sum(np.asarray(y.d, np.float64) * g)
+        return float(sum(np.sum(host(y.d).astype(np.float64) * g)
                          for y, g in zip(self.outputs, grads) if g is not None))
 
 
@@ -142,21 +147,21 @@ def run(lib, case: Case) -> dict[str, np.ndarray]:
     parameters ``param:<name>``."""
     built = Built(lib, case)
     built.forward()
-    result = {f"y{i}": np.array(y.d, copy=True) for i, y in enumerate(built.outputs)}
+    result = {f"y{i}": host(y.d) for i, y in enumerate(built.outputs)}
     for i, (x, a) in enumerate(zip(built.xs, built.inputs)):
-        if not np.array_equal(x.d, a):
-            result[f"x{i}"] = np.array(x.d, copy=True)
+        if not np.array_equal(host(x.d), a):
+            result[f"x{i}"] = host(x.d)
     for name, p in built.params.items():
-        if not np.array_equal(p.d, built.param_values[name]):
-            result[f"param:{name}"] = np.array(p.d, copy=True)
+        if not np.array_equal(host(p.d), built.param_values[name]):
+            result[f"param:{name}"] = host(p.d)
     if case.grad:
         built.backward(output_grads(built.outputs))
         for i, x in enumerate(built.xs):
             if x.need_grad:
-                result[f"g{i}"] = np.array(x.g, copy=True)
+                result[f"g{i}"] = host(x.g)
         for name, p in built.params.items():
             if p.need_grad:
-                result[f"grad:{name}"] = np.array(p.g, copy=True)
+                result[f"grad:{name}"] = host(p.g)
     return result
 
 
@@ -172,7 +177,7 @@ def finite_difference_errors(lib, case: Case, eps: float = 1e-6) -> list[str]:
     sources = [(f"input {i}", x, built.inputs[i]) for i, x in enumerate(built.xs) if x.need_grad]
     sources += [(f"parameter {name}", p, built.param_values[name])
                 for name, p in built.params.items() if p.need_grad]
-    analytic = [np.array(v.g, np.float64, copy=True) for _, v, _ in sources]
+    analytic = [host(v.g).astype(np.float64) for _, v, _ in sources]
     errors = []
     for (label, v, source), expected in zip(sources, analytic):
         flat, numeric = source.reshape(-1), np.zeros(v.size)
