@@ -97,6 +97,15 @@ def broadcast_shape(owner: Owner, *shapes: tuple[int, ...]) -> tuple[int, ...]:
                                     "together") from None
 
 
+def default_outputs(owner: Owner, n_outputs: int, outputs) -> None:
+    """nnabla's ``n_outputs`` / ``outputs`` arguments (caller-made output variables):
+    dpnb makes each function's outputs itself, so only their defaults are accepted."""
+    if n_outputs != -1 or outputs is not None:
+        raise argument_error(owner, f"n_outputs and outputs hand in output variables, which dpnb "
+                                    f"makes itself; got n_outputs={n_outputs!r}, "
+                                    f"outputs={outputs!r}; leave them at -1 and None")
+
+
 def sum_to(g, shape: tuple[int, ...]):
     """A broadcast gradient ``g`` summed back to ``shape``."""
     if g.shape == shape:
