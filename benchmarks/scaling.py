@@ -27,10 +27,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from timing import ONE_THREAD
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "examples" / "cifar10" / "multi_device_multi_process_classification.py"
 RESULTS = ROOT / "benchmarks" / "results" / "scaling.json"
-ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
 CONFIGS = {"one_rank": "1 rank", "independent": "{n} x 1 rank, independent",
            "n_ranks": "{n} ranks, all_reduce after backward",
            "n_ranks_callback": "{n} ranks, all_reduce during backward"}

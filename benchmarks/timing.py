@@ -1,7 +1,11 @@
 """Timing shared by the benchmark scripts: warm up, then time each call."""
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -21,3 +25,22 @@ def timings(fn: Callable[[], object], repeats: int, warmup: int = 1) -> list[flo
 def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
     """The median of ``timings``: robust to the noise of a shared machine."""
     return statistics.median(timings(fn, repeats, warmup))
+
+
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def torch_installed() -> bool:
+    """Whether this Python can import PyTorch, the reference of the training benchmarks."""
+    probe = [sys.executable, "-c", "import torch"]
+    return subprocess.run(probe, capture_output=True).returncode == 0
+
+
+def run_worker(script: str, *args: str) -> dict:
+    """Run ``script --worker ...`` in a fresh one-thread process and return the JSON
+    object its last output line holds (each framework measured in its own process)."""
+    cmd = [sys.executable, script, "--worker", *args]
+    out = subprocess.run(cmd, env={**os.environ, **ONE_THREAD}, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} worker failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])

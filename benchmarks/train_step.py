@@ -14,14 +14,11 @@ import json
 import os
 import resource
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
-from timing import median_seconds
+from timing import median_seconds, run_worker, torch_installed
 
 BATCH, NMAPS, NCLS = 64, 64, 10
-ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def rss_mib() -> float:
@@ -100,19 +97,6 @@ def torch_worker(steps: int) -> dict:
             "torch": torch.__version__}
 
 
-def torch_installed() -> bool:
-    probe = [sys.executable, "-c", "import torch"]
-    return subprocess.run(probe, capture_output=True).returncode == 0
-
-
-def run_worker(name: str, steps: int) -> dict:
-    cmd = [sys.executable, __file__, "--worker", name, "--steps", str(steps)]
-    out = subprocess.run(cmd, env={**os.environ, **ONE_THREAD}, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"{name} worker failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=10)
@@ -128,7 +112,7 @@ def main() -> None:
     runs = {name: [] for name in frameworks}
     for _ in range(args.runs):
         for name in frameworks:
-            runs[name].append(run_worker(name, args.steps))
+            runs[name].append(run_worker(__file__, name, "--steps", str(args.steps)))
     result = {name: {"step_s": statistics.median(r["step_s"] for r in rs),
                      "peak_mib": statistics.median(r["peak_mib"] for r in rs),
                      "runs": rs} for name, rs in runs.items()}

@@ -1,0 +1,157 @@
+"""Training steps of an LSTM language model and a small transformer encoder (Adam, one
+BLAS thread): dpnb against PyTorch's CPU build on the identical network.
+
+LSTM: embedding 2000 -> 128, two LSTM layers of 256, affine back to 2000 words,
+softmax cross-entropy over 32 steps x batch 16.  Transformer: two post-norm encoder
+layers (PF.transformer_encode; torch's TransformerEncoderLayer), width 128, 4 heads,
+feed-forward 256, no dropout, sequence 32 x batch 16, mean over the sequence, then
+10 classes.  Each framework runs in its own process, several times alternately; the
+table shows the medians of the per-run median step times.
+
+    python benchmarks/models.py [--steps 10] [--runs 3] [--model lstm transformer]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+from timing import median_seconds, run_worker, torch_installed
+
+STEPS_T, BATCH = 32, 16
+VOCAB, EMBED, HIDDEN, LSTM_LAYERS = 2000, 128, 256, 2
+WIDTH, HEADS, FEEDFORWARD, ENCODER_LAYERS, CLASSES = 128, 4, 256, 2, 10
+
+
+def dpnb_lstm():
+    import numpy as np
+    import dpnb as nn
+    import dpnb.functions as F
+    import dpnb.parametric_functions as PF
+
+    rng = np.random.RandomState(0)
+    words, targets = nn.Variable((STEPS_T, BATCH)), nn.Variable((STEPS_T, BATCH, 1))
+    words.d = rng.randint(0, VOCAB, words.shape)
+    targets.d = rng.randint(0, VOCAB, targets.shape)
+    h0 = nn.Variable((LSTM_LAYERS, 1, BATCH, HIDDEN))
+    c0 = nn.Variable((LSTM_LAYERS, 1, BATCH, HIDDEN))
+    y, _, _ = PF.lstm(PF.embed(words, VOCAB, EMBED), h0, c0, num_layers=LSTM_LAYERS)
+    logits = PF.affine(y, VOCAB, base_axis=2)
+    return F.mean(F.softmax_cross_entropy(logits, targets, axis=2))
+
+
+def dpnb_transformer():
+    import numpy as np
+    import dpnb as nn
+    import dpnb.functions as F
+    import dpnb.parametric_functions as PF
+
+    rng = np.random.RandomState(0)
+    src, label = nn.Variable((STEPS_T, BATCH, WIDTH)), nn.Variable((BATCH, 1))
+    src.d = rng.randn(*src.shape)
+    label.d = rng.randint(0, CLASSES, label.shape)
+    h = src
+    for layer in range(ENCODER_LAYERS):
+        h = PF.transformer_encode(h, WIDTH, HEADS, dim_feedforward=FEEDFORWARD, dropout=0.0,
+                                  name=f"encoder{layer}")
+    logits = PF.affine(F.mean(h, axis=0), CLASSES)
+    return F.mean(F.softmax_cross_entropy(logits, label))
+
+
+def dpnb_worker(model: str, steps: int) -> dict:
+    import dpnb as nn
+    import dpnb.solvers as S
+
+    loss = {"lstm": dpnb_lstm, "transformer": dpnb_transformer}[model]()
+    solver = S.Adam()
+    solver.set_parameters(nn.get_parameters())
+
+    def step():
+        loss.forward(clear_no_need_grad=True)
+        solver.zero_grad()
+        loss.backward(clear_buffer=True)
+        solver.update()
+
+    return {"step_s": median_seconds(step, steps, warmup=2)}
+
+
+def torch_worker(model: str, steps: int) -> dict:
+    import torch
+    from torch import nn as tnn
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    if model == "lstm":
+        embed, lstm = tnn.Embedding(VOCAB, EMBED), tnn.LSTM(EMBED, HIDDEN, LSTM_LAYERS)
+        head = tnn.Linear(HIDDEN, VOCAB)
+        modules = [embed, lstm, head]
+        words = torch.randint(0, VOCAB, (STEPS_T, BATCH))
+        targets = torch.randint(0, VOCAB, (STEPS_T * BATCH,))
+
+        def loss():
+            logits = head(lstm(embed(words))[0])
+            return tnn.functional.cross_entropy(logits.reshape(-1, VOCAB), targets)
+    else:
+        layer = tnn.TransformerEncoderLayer(WIDTH, HEADS, FEEDFORWARD, dropout=0.0)
+        encoder = tnn.TransformerEncoder(layer, ENCODER_LAYERS, enable_nested_tensor=False)
+        head = tnn.Linear(WIDTH, CLASSES)
+        modules = [encoder, head]
+        src = torch.randn(STEPS_T, BATCH, WIDTH)
+        label = torch.randint(0, CLASSES, (BATCH,))
+
+        def loss():
+            return tnn.functional.cross_entropy(head(encoder(src).mean(0)), label)
+
+    params = [p for m in modules for p in m.parameters()]
+    optimizer = torch.optim.Adam(params, lr=1e-3)
+
+    def step():
+        value = loss()
+        optimizer.zero_grad()
+        value.backward()
+        optimizer.step()
+
+    return {"step_s": median_seconds(step, steps, warmup=2), "torch": torch.__version__}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--model", nargs="+", choices=["lstm", "transformer"],
+                        default=["lstm", "transformer"])
+    parser.add_argument("--worker", nargs=2, metavar=("FRAMEWORK", "MODEL"))
+    args = parser.parse_args()
+    if args.worker:
+        framework, model = args.worker
+        worker = dpnb_worker if framework == "dpnb" else torch_worker
+        print(json.dumps(worker(model, args.steps)))
+        return
+
+    frameworks = ["dpnb"] + (["torch"] if torch_installed() else [])
+    result = {}
+    print(f"training step, sequence {STEPS_T} x batch {BATCH}, Adam, 1 thread, "
+          f"median of {args.runs} runs x {args.steps} steps")
+    print(f"{'model':12} " + " ".join(f"{name + ' ms':>9}" for name in frameworks)
+          + ("   dpnb / torch (target <= 2)" if "torch" in frameworks else ""))
+    for model in args.model:
+        runs = {name: [] for name in frameworks}
+        for _ in range(args.runs):
+            for name in frameworks:
+                runs[name].append(run_worker(__file__, name, model, "--steps", str(args.steps)))
+        medians = {name: statistics.median(r["step_s"] for r in rs) for name, rs in runs.items()}
+        result[model] = {"step_s": medians, "runs": runs}
+        line = f"{model:12} " + " ".join(f"{1e3 * medians[name]:9.1f}" for name in frameworks)
+        if "torch" in medians:
+            result[model]["ratio_time"] = medians["dpnb"] / medians["torch"]
+            line += f"   {result[model]['ratio_time']:.2f}x"
+        print(line)
+    if "torch" not in frameworks:
+        print("PyTorch is not installed: `pip install torch==2.13.0` adds the reference")
+    out = Path(__file__).parent / "results" / "models.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
