@@ -5,6 +5,7 @@ from gradcheck import check_grad
 
 import dpnb as nn
 import dpnb.functions as F
+import dpnb.parametric_functions as PF
 from dpnb.context import to_module
 from dpnb.errors import DpnbError
 from dpnb.ext_utils import get_extension_context
@@ -202,3 +203,41 @@ def test_batch_normalization_gpu_matches_cpu(rng, batch_stat):
             results.append([to_module(a, np) for a in arrays_out])
     for cpu, gpu in zip(*results):
         np.testing.assert_allclose(gpu, cpu, rtol=1e-4, atol=1e-4)
+
+
+def test_layer_normalization_errors():
+    x = nn.Variable((2, 3, 4))
+    with pytest.raises(DpnbError, match=r"LayerNormalization: beta must have shape \(1, 3, 4\) "
+                                        r"for an input of shape \(2, 3, 4\), got \(3, 4\)"):
+        F.layer_normalization(x, nn.Variable((3, 4)), None)
+    with pytest.raises(DpnbError, match=r"gamma must have shape \(2, 1, 4\)"):
+        F.layer_normalization(x, None, nn.Variable((1, 3, 4)), batch_axis=1)
+    with pytest.raises(DpnbError, match=r"batch_axis must be an int in \[-3, 3\) for an input "
+                                        r"of 3 dimensions, got 3"):
+        F.layer_normalization(x, None, None, batch_axis=3)
+    with pytest.raises(DpnbError, match="batch_axis must be an int or a list of ints"):
+        F.layer_normalization(x, None, None, batch_axis=None)
+    with pytest.raises(DpnbError, match="x must be a float array, got dtype int"):
+        F.layer_normalization(nn.Variable.from_numpy_array(np.arange(6).reshape(2, 3)),
+                              None, None)
+
+
+def test_pf_layer_normalization_parameters():
+    nn.clear_parameters()
+    x = nn.Variable((2, 3, 4))
+    PF.layer_normalization(x, batch_axis=[0, 2])
+    params = nn.get_parameters(grad_only=False)
+    assert {k: v.shape for k, v in params.items()} == {"layer_normalization/beta": (1, 3, 1),
+                                                       "layer_normalization/gamma": (1, 3, 1)}
+    np.testing.assert_array_equal(params["layer_normalization/beta"].d, 0)
+    np.testing.assert_array_equal(params["layer_normalization/gamma"].d, 1)
+    nn.clear_parameters()
+    PF.layer_normalization(x, param_init={"gamma": np.full((1, 3, 4), 2.0)}, no_bias=True,
+                           name="ln")
+    params = nn.get_parameters(grad_only=False)
+    assert list(params) == ["ln/layer_normalization/gamma"]
+    np.testing.assert_array_equal(params["ln/layer_normalization/gamma"].d, 2)
+    with pytest.raises(DpnbError, match=r"param_init keys must be among \['beta', 'gamma'\], "
+                                        r"got \['mean'\]"):
+        PF.layer_normalization(x, param_init={"mean": np.zeros((1, 3, 4))}, name="other")
+    nn.clear_parameters()

@@ -1,4 +1,5 @@
-"""Batch normalization."""
+"""Normalizations: batch (and sync batch) normalization, and the standardizations over
+other axes (layer, instance, group) that keep no running statistics."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -6,9 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..graph import Function, Variable
-from .base import kept_axes, workspace
+from .base import axes_of, kept_axes, sum_to, workspace
 
-__all__ = ["batch_normalization", "sync_batch_normalization"]
+__all__ = ["batch_normalization", "layer_normalization", "sync_batch_normalization"]
 
 _ROLES = ("beta", "gamma", "mean", "variance")
 
@@ -254,3 +255,125 @@ def sync_batch_normalization(x: Variable, beta: Variable | None, gamma: Variable
     group must call forward and backward; with batch_stat=False nothing is sent."""
     return _apply(SyncBatchNormalization, x, (beta, gamma, mean, variance), comm, group,
                   axes, decay_rate, eps, batch_stat, output_stat)
+
+
+class Standardization(Function):
+    """y = (x - mean) / sqrt(var + eps) * gamma + beta, with the biased mean and variance
+    of x seen as ``view`` (a reshape of x) taken over all axes of the view except
+    ``stat_axes``.  beta and gamma (either may be absent) have the shape a subclass's
+    ``param_shape`` gives and broadcast over x; with ``output_stat`` the mean and
+    variance (shape: the view's, 1 off ``stat_axes``) are outputs too, differentiable."""
+
+    def __init__(self, roles: Sequence[str], eps: float, output_stat: bool):
+        self.roles = tuple(roles)  # which of beta, gamma follow x in the inputs
+        self.eps = float(eps)
+        self.output_stat = bool(output_stat)
+
+    def geometry(self, shape: tuple[int, ...]) -> tuple[tuple, list[int]]:
+        """The view of x and the axes of the view the statistics keep."""
+        raise NotImplementedError
+
+    def param_shape(self, shape: tuple[int, ...], role: str, given: tuple[int, ...]) -> tuple:
+        """The shape ``role`` must have for an input of ``shape`` (given: its shape)."""
+        raise NotImplementedError
+
+    def setup(self, inputs):
+        x = inputs[0]
+        if not np.issubdtype(x.dtype, np.floating):
+            raise self.error(f"x must be a float array, got dtype {x.dtype}")
+        self.view, stat_axes = self.geometry(x.shape)
+        self.reduce_axes = tuple(a for a in range(len(self.view)) if a not in stat_axes)
+        self.stat_shape = tuple(s if a in stat_axes else 1 for a, s in enumerate(self.view))
+        self.count = max(1, int(np.prod([self.view[a] for a in self.reduce_axes])))
+        self.shapes = {}
+        for role, v in zip(self.roles, inputs[1:]):
+            wanted = self.param_shape(x.shape, role, v.shape)
+            if v.shape != wanted:
+                raise self.error(f"{role} must have shape {wanted} for an input of shape "
+                                 f"{x.shape}, got {v.shape}")
+            self.shapes[role] = v.shape
+        outputs = [(x.shape, x.dtype)]
+        if self.output_stat:
+            outputs += [(self.stat_shape, x.dtype)] * 2
+        return outputs
+
+    def forward(self, xp, xs):
+        x, params = xs[0], dict(zip(self.roles, xs[1:]))
+        xv = x.reshape(self.view)
+        mean = xv.mean(axis=self.reduce_axes, keepdims=True)
+        centred = xv - mean
+        var = (centred * centred).mean(axis=self.reduce_axes, keepdims=True)
+        self.mean = mean
+        self.inv_std = 1 / xp.sqrt(var + self.eps)
+        y = (centred * self.inv_std).reshape(x.shape)
+        if "gamma" in params:
+            y *= params["gamma"]
+        if "beta" in params:
+            y += params["beta"]
+        return (y, mean, var) if self.output_stat else (y,)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        x, params = xs[0], dict(zip(self.roles, xs[1:]))
+        gy = gys[0]
+        xhat = (x.reshape(self.view) - self.mean) * self.inv_std  # in the view's shape
+        need = dict(zip(self.roles, need_grads[1:]))
+        grads = {}
+        if need.get("beta"):
+            grads["beta"] = sum_to(gy, self.shapes["beta"])
+        if need.get("gamma"):
+            grads["gamma"] = sum_to(gy * xhat.reshape(x.shape), self.shapes["gamma"])
+        gx = None
+        if need_grads[0]:
+            g = gy * params["gamma"] if "gamma" in params else gy
+            g = g.reshape(self.view)
+            mean_g = g.mean(axis=self.reduce_axes, keepdims=True)
+            mean_gx = (g * xhat).mean(axis=self.reduce_axes, keepdims=True)
+            gx = (g - mean_g - xhat * mean_gx) * self.inv_std
+            if self.output_stat:
+                # Through the mean and variance outputs: d mean/dx = 1/n, d var/dx = 2 (x - mean)/n.
+                g_mean, g_var = gys[1], gys[2]
+                gx += g_mean / self.count + (2 / self.count) * g_var * xhat / self.inv_std
+            gx = gx.reshape(x.shape)
+        return (gx,) + tuple(grads.get(role) for role in self.roles)
+
+
+def _batch_axes(owner: Function, batch_axis: int | Sequence[int], ndim: int) -> tuple[int, ...]:
+    """nnabla's ``batch_axis`` (an int or a sequence of them), made non-negative."""
+    if batch_axis is None:
+        raise owner.error("batch_axis must be an int or a list of ints (the sample axes; [] for "
+                          "none), got None")
+    return axes_of(owner, batch_axis, ndim, "batch_axis")
+
+
+class LayerNormalization(Standardization):
+    """Standardization of each sample over all its non-batch axes; beta and gamma have
+    x's shape with 1 on the batch axes."""
+
+    def __init__(self, roles: Sequence[str], batch_axis: int | Sequence[int], eps: float,
+                 output_stat: bool):
+        super().__init__(roles, eps, output_stat)
+        self.batch_axis = batch_axis
+
+    def geometry(self, shape):
+        self.batch_axes = _batch_axes(self, self.batch_axis, len(shape))
+        return shape, list(self.batch_axes)
+
+    def param_shape(self, shape, role, given):
+        return tuple(1 if a in self.batch_axes else s for a, s in enumerate(shape))
+
+
+def _standardized(cls: type, x: Variable, beta: Variable | None, gamma: Variable | None,
+                  *args) -> Variable | tuple[Variable, Variable, Variable]:
+    """Add ``cls(roles, *args)`` to the graph, with x, beta and gamma where not None."""
+    given = [(role, v) for role, v in (("beta", beta), ("gamma", gamma)) if v is not None]
+    return cls([role for role, _ in given], *args)(x, *(v for _, v in given))
+
+
+def layer_normalization(x: Variable, beta: Variable | None, gamma: Variable | None,
+                        batch_axis: int | Sequence[int] = 0, eps: float = 1e-05,
+                        output_stat: bool = False
+                        ) -> Variable | tuple[Variable, Variable, Variable]:
+    """Layer normalization: each sample (index of ``batch_axis``) standardized over its
+    other axes, then ``* gamma + beta`` (None drops either).  With ``output_stat``
+    returns (y, mean, variance), the statistics of shape 1 off the batch axes."""
+    return _standardized(LayerNormalization, x, beta, gamma, batch_axis, eps, output_stat)

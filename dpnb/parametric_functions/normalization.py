@@ -1,17 +1,18 @@
-"""Normalization layers and their parameters (``bn/beta``, ``bn/gamma``, running ``bn/mean`` and ``bn/var``)."""
+"""Normalization layers and their parameters: ``bn/beta``, ``bn/gamma`` and the running
+``bn/mean`` and ``bn/var``; ``layer_normalization/beta`` and ``/gamma``, and so on."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from .. import functions as F
 from ..errors import DpnbError
-from ..functions.base import kept_axes
+from ..functions.base import axes_of, kept_axes
 from ..graph import Variable
 from ..initializer import ConstantInitializer
 from ..parameter import get_parameter_or_create
 from ._common import check_input, scope
 
-__all__ = ["batch_normalization", "sync_batch_normalization"]
+__all__ = ["batch_normalization", "layer_normalization", "sync_batch_normalization"]
 
 
 def _bn_parameters(fn_name: str, inp: Variable, axes: list[int], fix_parameters: bool,
@@ -33,6 +34,22 @@ def _bn_parameters(fn_name: str, inp: Variable, axes: list[int], fix_parameters:
     mean = get_parameter_or_create("mean", shape, init["mean"], False)
     var = get_parameter_or_create("var", shape, init["var"], False)
     return beta, gamma, mean, var
+
+
+def _beta_gamma(fn_name: str, shape: tuple, fix_parameters: bool, param_init: dict | None,
+                no_scale: bool, no_bias: bool) -> tuple:
+    """The ``beta`` (zeros) and ``gamma`` (ones) of shape ``shape``, None where dropped."""
+    init = {"beta": ConstantInitializer(0), "gamma": ConstantInitializer(1)}
+    unknown = set(param_init or {}) - set(init)
+    if unknown:
+        raise DpnbError(f"PF.{fn_name}: param_init keys must be among {sorted(init)}, "
+                        f"got {sorted(unknown)}")
+    init.update(param_init or {})
+    beta = None if no_bias else get_parameter_or_create("beta", shape, init["beta"], True,
+                                                        not fix_parameters)
+    gamma = None if no_scale else get_parameter_or_create("gamma", shape, init["gamma"], True,
+                                                          not fix_parameters)
+    return beta, gamma
 
 
 def batch_normalization(inp: Variable, axes: int | Sequence[int] = (1,), decay_rate: float = 0.9,
@@ -65,3 +82,18 @@ def sync_batch_normalization(inp: Variable, comm, group: str = "world",
                                 param_init, no_scale, no_bias)
         return F.sync_batch_normalization(inp, *params, comm, group, axes, decay_rate, eps,
                                           batch_stat, output_stat)
+
+
+def layer_normalization(inp: Variable, batch_axis: int | Sequence[int] = 0, eps: float = 1e-05,
+                        output_stat: bool = False, fix_parameters: bool = False,
+                        param_init: dict | None = None, no_scale: bool = False,
+                        no_bias: bool = False, name: str | None = None):
+    """Layer normalization (F.layer_normalization) with ``layer_normalization/beta`` and
+    ``/gamma`` of the input's shape with 1 on the batch axes."""
+    with scope(name, "layer_normalization"):
+        check_input("layer_normalization", inp, 1)
+        batch_axes = axes_of("PF.layer_normalization", batch_axis, inp.ndim, "batch_axis")
+        shape = tuple(1 if a in batch_axes else s for a, s in enumerate(inp.shape))
+        beta, gamma = _beta_gamma("layer_normalization", shape, fix_parameters, param_init,
+                                  no_scale, no_bias)
+        return F.layer_normalization(inp, beta, gamma, batch_axis, eps, output_stat)
