@@ -241,3 +241,32 @@ def test_pf_layer_normalization_parameters():
                                         r"got \['mean'\]"):
         PF.layer_normalization(x, param_init={"mean": np.zeros((1, 3, 4))}, name="other")
     nn.clear_parameters()
+
+
+def test_instance_and_group_normalization_errors():
+    x = nn.Variable((2, 4, 3))
+    with pytest.raises(DpnbError, match=r"InstanceNormalization: beta must have shape \(1, 4, 1\)"
+                                        r" for an input of shape \(2, 4, 3\), got \(1, 4, 3\)"):
+        F.instance_normalization(x, nn.Variable((1, 4, 3)), None)
+    with pytest.raises(DpnbError, match="channel_axis 0 is also in batch_axis 0"):
+        F.instance_normalization(x, None, None, channel_axis=0)
+    with pytest.raises(DpnbError, match=r"channel_axis must be an int in \[-3, 3\)"):
+        F.instance_normalization(x, None, None, channel_axis=3)
+    with pytest.raises(DpnbError, match="num_groups must be a positive int dividing the 4 "
+                                        "channels on axis 1, got 3"):
+        F.group_normalization(x, None, None, 3)
+    with pytest.raises(DpnbError, match=r"gamma must have shape \(1, 4, 1\)"):
+        F.group_normalization(x, None, nn.Variable((1, 2, 1)), 2)
+    with pytest.raises(DpnbError, match="batch_axis 1 must come before channel_axis 0"):
+        F.group_normalization(x, None, None, 2, channel_axis=0, batch_axis=1)
+
+
+def test_pf_instance_and_group_normalization_parameters():
+    nn.clear_parameters()
+    x = nn.Variable((2, 4, 3))
+    PF.instance_normalization(x, channel_axis=2)
+    PF.group_normalization(x, 2, name="g")
+    assert {k: v.shape for k, v in nn.get_parameters(grad_only=False).items()} == {
+        "instance_normalization/beta": (1, 1, 3), "instance_normalization/gamma": (1, 1, 3),
+        "g/group_normalization/beta": (1, 4, 1), "g/group_normalization/gamma": (1, 4, 1)}
+    nn.clear_parameters()

@@ -7,9 +7,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..graph import Function, Variable
-from .base import axes_of, kept_axes, sum_to, workspace
+from .base import axes_of, kept_axes, one_axis, sum_to, workspace
 
-__all__ = ["batch_normalization", "layer_normalization", "sync_batch_normalization"]
+__all__ = ["batch_normalization", "group_normalization", "instance_normalization",
+           "layer_normalization", "sync_batch_normalization"]
 
 _ROLES = ("beta", "gamma", "mean", "variance")
 
@@ -362,6 +363,65 @@ class LayerNormalization(Standardization):
         return tuple(1 if a in self.batch_axes else s for a, s in enumerate(shape))
 
 
+class InstanceNormalization(Standardization):
+    """Standardization of each (sample, channel) over the remaining axes; beta and gamma
+    have the channels on ``channel_axis`` and, on the batch axes, 1 or x's size."""
+
+    def __init__(self, roles: Sequence[str], channel_axis: int, batch_axis: int | Sequence[int],
+                 eps: float, output_stat: bool):
+        super().__init__(roles, eps, output_stat)
+        self.channel_axis = channel_axis
+        self.batch_axis = batch_axis
+
+    def geometry(self, shape):
+        self.channel = one_axis(self, self.channel_axis, len(shape), "channel_axis")
+        self.batch_axes = _batch_axes(self, self.batch_axis, len(shape))
+        if self.channel in self.batch_axes:
+            raise self.error(f"channel_axis {self.channel_axis} is also in batch_axis "
+                             f"{self.batch_axis!r}; the channel axis must be another axis")
+        return shape, [*self.batch_axes, self.channel]
+
+    def param_shape(self, shape, role, given):
+        wanted = [1] * len(shape)
+        wanted[self.channel] = shape[self.channel]
+        for a in self.batch_axes:
+            if len(given) == len(shape) and given[a] == shape[a]:
+                wanted[a] = shape[a]  # one value per sample is allowed too
+        return tuple(wanted)
+
+
+class GroupNormalization(Standardization):
+    """Standardization of each sample's groups of ``channels / num_groups`` consecutive
+    channels; beta and gamma are per channel (1 except on ``channel_axis``)."""
+
+    def __init__(self, roles: Sequence[str], num_groups: int, channel_axis: int,
+                 batch_axis: int | Sequence[int], eps: float, output_stat: bool):
+        super().__init__(roles, eps, output_stat)
+        self.num_groups = num_groups
+        self.channel_axis = channel_axis
+        self.batch_axis = batch_axis
+
+    def geometry(self, shape):
+        self.channel = ch = one_axis(self, self.channel_axis, len(shape), "channel_axis")
+        batch_axes = _batch_axes(self, self.batch_axis, len(shape))
+        if ch in batch_axes:
+            raise self.error(f"channel_axis {self.channel_axis} is also in batch_axis "
+                             f"{self.batch_axis!r}; the channel axis must be another axis")
+        if any(a > ch for a in batch_axes):
+            # nnabla 1.39 takes such an axis as one of the view's (the channels within a group).
+            raise self.error(f"batch_axis {self.batch_axis!r} must come before channel_axis "
+                             f"{self.channel_axis}; move the channel axis last with F.transpose")
+        groups, channels = self.num_groups, shape[ch]
+        if not isinstance(groups, (int, np.integer)) or groups < 1 or channels % groups:
+            raise self.error(f"num_groups must be a positive int dividing the {channels} "
+                             f"channels on axis {ch}, got {groups!r}")
+        view = shape[:ch] + (int(groups), channels // int(groups)) + shape[ch + 1:]
+        return view, [*batch_axes, ch]
+
+    def param_shape(self, shape, role, given):
+        return tuple(s if a == self.channel else 1 for a, s in enumerate(shape))
+
+
 def _standardized(cls: type, x: Variable, beta: Variable | None, gamma: Variable | None,
                   *args) -> Variable | tuple[Variable, Variable, Variable]:
     """Add ``cls(roles, *args)`` to the graph, with x, beta and gamma where not None."""
@@ -377,3 +437,27 @@ def layer_normalization(x: Variable, beta: Variable | None, gamma: Variable | No
     other axes, then ``* gamma + beta`` (None drops either).  With ``output_stat``
     returns (y, mean, variance), the statistics of shape 1 off the batch axes."""
     return _standardized(LayerNormalization, x, beta, gamma, batch_axis, eps, output_stat)
+
+
+def instance_normalization(x: Variable, beta: Variable | None, gamma: Variable | None,
+                           channel_axis: int = 1, batch_axis: int | Sequence[int] = 0,
+                           eps: float = 1e-05, output_stat: bool = False
+                           ) -> Variable | tuple[Variable, Variable, Variable]:
+    """Instance normalization: each channel of each sample standardized over the other
+    axes, then ``* gamma + beta`` (None drops either).  With ``output_stat`` returns
+    (y, mean, variance), the statistics of shape 1 off the batch and channel axes."""
+    return _standardized(InstanceNormalization, x, beta, gamma, channel_axis, batch_axis, eps,
+                         output_stat)
+
+
+def group_normalization(x: Variable, beta: Variable | None, gamma: Variable | None,
+                        num_groups: int, channel_axis: int = 1,
+                        batch_axis: int | Sequence[int] = 0, eps: float = 1e-05,
+                        output_stat: bool = False
+                        ) -> Variable | tuple[Variable, Variable, Variable]:
+    """Group normalization: the channels split into ``num_groups`` groups, each group of
+    each sample standardized, then ``* gamma + beta`` per channel.  With ``output_stat``
+    returns (y, mean, variance) of shape (..., num_groups, 1, ...): x's shape with the
+    channel axis split in (num_groups, channels per group), 1 off the batch and group axes."""
+    return _standardized(GroupNormalization, x, beta, gamma, num_groups, channel_axis,
+                         batch_axis, eps, output_stat)

@@ -6,13 +6,14 @@ from collections.abc import Sequence
 
 from .. import functions as F
 from ..errors import DpnbError
-from ..functions.base import axes_of, kept_axes
+from ..functions.base import axes_of, kept_axes, one_axis
 from ..graph import Variable
 from ..initializer import ConstantInitializer
 from ..parameter import get_parameter_or_create
 from ._common import check_input, scope
 
-__all__ = ["batch_normalization", "layer_normalization", "sync_batch_normalization"]
+__all__ = ["batch_normalization", "group_normalization", "instance_normalization",
+           "layer_normalization", "sync_batch_normalization"]
 
 
 def _bn_parameters(fn_name: str, inp: Variable, axes: list[int], fix_parameters: bool,
@@ -97,3 +98,41 @@ def layer_normalization(inp: Variable, batch_axis: int | Sequence[int] = 0, eps:
         beta, gamma = _beta_gamma("layer_normalization", shape, fix_parameters, param_init,
                                   no_scale, no_bias)
         return F.layer_normalization(inp, beta, gamma, batch_axis, eps, output_stat)
+
+
+def _per_channel(fn_name: str, inp: Variable, channel_axis: int) -> tuple:
+    """The shape of per-channel parameters: 1 except on ``channel_axis``."""
+    ch = one_axis(f"PF.{fn_name}", channel_axis, inp.ndim, "channel_axis")
+    return tuple(s if a == ch else 1 for a, s in enumerate(inp.shape))
+
+
+def instance_normalization(inp: Variable, channel_axis: int = 1,
+                           batch_axis: int | Sequence[int] = 0, eps: float = 1e-05,
+                           output_stat: bool = False, fix_parameters: bool = False,
+                           param_init: dict | None = None, no_scale: bool = False,
+                           no_bias: bool = False, name: str | None = None):
+    """Instance normalization (F.instance_normalization) with per-channel
+    ``instance_normalization/beta`` and ``/gamma``."""
+    with scope(name, "instance_normalization"):
+        check_input("instance_normalization", inp, 1)
+        shape = _per_channel("instance_normalization", inp, channel_axis)
+        beta, gamma = _beta_gamma("instance_normalization", shape, fix_parameters, param_init,
+                                  no_scale, no_bias)
+        return F.instance_normalization(inp, beta, gamma, channel_axis, batch_axis, eps,
+                                        output_stat)
+
+
+def group_normalization(inp: Variable, num_groups: int, channel_axis: int = 1,
+                        batch_axis: int | Sequence[int] = 0, eps: float = 1e-05,
+                        output_stat: bool = False, fix_parameters: bool = False,
+                        param_init: dict | None = None, no_scale: bool = False,
+                        no_bias: bool = False, name: str | None = None):
+    """Group normalization (F.group_normalization) with per-channel
+    ``group_normalization/beta`` and ``/gamma``."""
+    with scope(name, "group_normalization"):
+        check_input("group_normalization", inp, 1)
+        shape = _per_channel("group_normalization", inp, channel_axis)
+        beta, gamma = _beta_gamma("group_normalization", shape, fix_parameters, param_init,
+                                  no_scale, no_bias)
+        return F.group_normalization(inp, beta, gamma, num_groups, channel_axis, batch_axis,
+                                     eps, output_stat)
