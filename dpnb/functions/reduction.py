@@ -1,14 +1,16 @@
-"""Reductions over axes: sum, mean, max and min."""
+"""Reductions and scans over axes: sum, mean, max, min, prod, norm, the cumulative
+sum and product, sorting and top-k selection."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import numpy as np
 
-from ..graph import Variable
-from .base import Reduction
+from ..graph import Function, Variable
+from .base import Reduction, base_axis_of, default_outputs, one_axis
 
-__all__ = ["sum", "mean", "max", "min"]
+__all__ = ["sum", "mean", "max", "min", "prod", "norm", "cumsum", "cumprod", "sort", "top_k_data",
+           "top_k_grad"]
 
 
 class Sum(Reduction):
@@ -117,3 +119,331 @@ def min(x: Variable, axis: int | Sequence[int] | None = None, keepdims: bool = F
         with_index: bool = False, only_index: bool = False):
     """Minimum of the elements over ``axis``, with ``with_index`` / ``only_index`` as F.max."""
     return Min(axis, keepdims, with_index, only_index)(x)
+
+
+def _axes_last(xp, x, axes: tuple[int, ...]):
+    """``x`` with ``axes`` moved last and flattened into one: (shape moved, flat array)."""
+    ndim, k = x.ndim, len(axes)
+    moved = xp.moveaxis(x, axes, tuple(range(ndim - k, ndim)))
+    return moved.shape, moved.reshape(moved.shape[:ndim - k] + (-1,))
+
+
+def _axes_back(xp, g, moved_shape: tuple[int, ...], axes: tuple[int, ...]):
+    """The inverse of ``_axes_last``."""
+    ndim = len(moved_shape)
+    return xp.moveaxis(g.reshape(moved_shape), tuple(range(ndim - len(axes), ndim)), axes)
+
+
+class Prod(Reduction):
+    """Product over axes.  Its gradient is the product of the other elements, exact
+    where inputs are zero too (nnabla's divides by the input, giving 0 there)."""
+
+    def forward(self, xp, xs):
+        return (xs[0].prod(axis=self.axes, keepdims=self.keepdims),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        moved_shape, flat = _axes_last(xp, xs[0], self.axes)
+        zero = flat == 0
+        zeros = zero.sum(axis=-1, keepdims=True)
+        others = xp.where(zero, 1, flat).prod(axis=-1, keepdims=True)
+        safe = xp.where(zero, 1, flat)
+        g = xp.where(zeros == 0, others / safe, xp.where(zero & (zeros == 1), others, 0))
+        g = g * gys[0].reshape(g.shape[:-1] + (1,))
+        return (_axes_back(xp, g, moved_shape, self.axes).astype(xs[0].dtype, copy=False),)
+
+
+def prod(x: Variable, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Variable:
+    """Product of the elements over ``axis`` (an int, a tuple, or None for all axes)."""
+    return Prod(axis, keepdims)(x)
+
+
+class Norm(Reduction):
+    """The p-norm over axes, (sum |x|^p)^(1/p) for a finite p >= 1; where the norm is 0
+    its gradient is taken as 0."""
+
+    grad_depends_on_outputs = True
+
+    def __init__(self, p: float | None, axis, keepdims: bool):
+        super().__init__(axis, keepdims)
+        self.p = 2.0 if p is None else p
+
+    def setup(self, inputs):
+        p = self.p
+        if isinstance(p, bool) or not isinstance(p, (int, float, np.number)) or not (
+                np.isfinite(p) and p >= 1):
+            raise self.error(f"p must be a finite number >= 1, got {p!r}; for the largest "
+                             "magnitude use F.max(F.abs(x))")
+        self.p = float(p)
+        return super().setup(inputs)
+
+    def forward(self, xp, xs):
+        (x,), p = xs, self.p
+        if p == 2.0:
+            return (xp.sqrt((x * x).sum(axis=self.axes, keepdims=self.keepdims)),)
+        return ((xp.abs(x) ** p).sum(axis=self.axes, keepdims=self.keepdims) ** (1.0 / p),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (x,), p = xs, self.p
+        y = ys[0].reshape(self.kept_shape)
+        scale = xp.where(y == 0, 0, gys[0].reshape(self.kept_shape) / xp.where(y == 0, 1, y) ** (p - 1))
+        direction = xp.sign(x) if p == 1.0 else xp.sign(x) * xp.abs(x) ** (p - 1)
+        return ((direction * scale).astype(x.dtype, copy=False),)
+
+
+def norm(x: Variable, p: float | None = None, axis: int | Sequence[int] | None = None,
+         keepdims: bool = False) -> Variable:
+    """The ``p``-norm (default 2) of the elements over ``axis`` (None: all axes)."""
+    return Norm(p, axis, keepdims)(x)
+
+
+class _Cumulative(Function):
+    """A running sum or product along one axis; ``exclusive`` leaves each element out of
+    its own result, ``reverse`` runs from the end.  Both are done by flipping and
+    shifting the input, running the inclusive scan, and undoing them."""
+
+    identity = 0  # of the scan's operation, shifted in by ``exclusive``
+
+    def __init__(self, axis: int | None, exclusive: bool, reverse: bool):
+        self.axis, self.exclusive, self.reverse = axis, bool(exclusive), bool(reverse)
+
+    def setup(self, inputs):
+        (x,) = inputs
+        self.axis = one_axis(self, 0 if self.axis is None else self.axis, x.ndim)
+        return [(x.shape, x.dtype)]
+
+    def _index(self, ndim: int, part: slice) -> tuple:
+        return (slice(None),) * self.axis + (part,) + (slice(None),) * (ndim - self.axis - 1)
+
+    def _flip(self, xp, a):
+        return xp.flip(a, self.axis) if self.reverse else a
+
+    def _prepared(self, xp, x):
+        """The input the inclusive scan runs over."""
+        x = self._flip(xp, x)
+        if not self.exclusive:
+            return x
+        t = xp.full(x.shape, self.identity, x.dtype)
+        t[self._index(x.ndim, slice(1, None))] = x[self._index(x.ndim, slice(None, -1))]
+        return t
+
+    def _unprepared_grad(self, xp, g):
+        """The gradient with respect to the scan's input taken back to the original input."""
+        if self.exclusive:
+            shifted = xp.zeros_like(g)
+            shifted[self._index(g.ndim, slice(None, -1))] = g[self._index(g.ndim, slice(1, None))]
+            g = shifted
+        return self._flip(xp, g)
+
+    def _suffix_sum(self, xp, a):
+        return xp.flip(xp.cumsum(xp.flip(a, self.axis), axis=self.axis), self.axis)
+
+    def forward(self, xp, xs):
+        t = self._prepared(xp, xs[0])
+        return (self._flip(xp, self.scan(xp, t)),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        gy = self._flip(xp, gys[0])
+        t = None if xs is None else self._prepared(xp, xs[0])
+        return (self._unprepared_grad(xp, self.scan_grad(xp, t, gy)),)
+
+
+class CumSum(_Cumulative):
+    """Cumulative sum along an axis."""
+
+    grad_depends_on_inputs = False
+
+    def scan(self, xp, t):
+        return xp.cumsum(t, axis=self.axis, dtype=t.dtype)
+
+    def scan_grad(self, xp, t, gy):
+        return self._suffix_sum(xp, gy)
+
+
+class CumProd(_Cumulative):
+    """Cumulative product along an axis; its gradient is exact where inputs are zero:
+    after the first zero of a run only that zero gets a gradient."""
+
+    identity = 1
+
+    def scan(self, xp, t):
+        return xp.cumprod(t, axis=self.axis, dtype=t.dtype)
+
+    def scan_grad(self, xp, t, gy):
+        zero = t == 0
+        first_zero = zero & (xp.cumsum(zero, axis=self.axis) == 1)
+        y = xp.cumprod(t, axis=self.axis)
+        before = self._suffix_sum(xp, gy * y) / xp.where(zero, 1, t)
+        at_zero = self._suffix_sum(xp, gy * xp.cumprod(xp.where(first_zero, 1, t), axis=self.axis))
+        return xp.where(first_zero, at_zero, xp.where(zero, 0, before)).astype(t.dtype, copy=False)
+
+
+def cumsum(x: Variable, axis: int | None = None, exclusive: bool = False, reverse: bool = False,
+           n_outputs: int = -1, outputs=None) -> Variable:
+    """Cumulative sum along ``axis`` (None: axis 0, as nnabla)."""
+    default_outputs("F.cumsum", n_outputs, outputs)
+    return CumSum(axis, exclusive, reverse)(x)
+
+
+def cumprod(x: Variable, axis: int | None = None, exclusive: bool = False, reverse: bool = False,
+            n_outputs: int = -1, outputs=None) -> Variable:
+    """Cumulative product along ``axis`` (None: axis 0, as nnabla)."""
+    default_outputs("F.cumprod", n_outputs, outputs)
+    return CumProd(axis, exclusive, reverse)(x)
+
+
+class Sort(Function):
+    """Values sorted along an axis (stably; ``reverse``: descending), with their source
+    indices (uint64) as a second output or alone.  The gradient of the first output
+    (with ``only_index``, of the indices, as nnabla does) goes back to where each value
+    came from."""
+
+    def __init__(self, axis: int, reverse: bool, with_index: bool, only_index: bool):
+        self.axis, self.reverse = axis, bool(reverse)
+        self.kept = "index" if only_index else ("both" if with_index else "value")
+
+    def setup(self, inputs):
+        (x,) = inputs
+        self.axis = one_axis(self, self.axis, x.ndim)
+        value, index = (x.shape, x.dtype), (x.shape, np.dtype(np.uint64))
+        return {"value": [value], "index": [index], "both": [value, index]}[self.kept]
+
+    def _order(self, xp, x):
+        """The stable sorting permutation along the axis; descending is the ascending
+        order of the flipped input, flipped and mapped back, so equal values keep
+        their order."""
+        if not self.reverse:
+            return xp.argsort(x, axis=self.axis, kind="stable")
+        flipped = xp.argsort(xp.flip(x, self.axis), axis=self.axis, kind="stable")
+        return (x.shape[self.axis] - 1) - xp.flip(flipped, self.axis)
+
+    def forward(self, xp, xs):
+        (x,) = xs
+        order = self._order(xp, x)
+        index = order.astype(np.uint64)
+        if self.kept == "index":
+            return (index,)
+        value = xp.take_along_axis(x, order, axis=self.axis)
+        return (value, index) if self.kept == "both" else (value,)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (x,) = xs
+        inverse = xp.argsort(self._order(xp, x), axis=self.axis)
+        gy = gys[0].astype(x.dtype, copy=False)
+        return (xp.take_along_axis(gy, inverse, axis=self.axis),)
+
+
+def sort(x: Variable, axis: int = -1, reverse: bool = False, with_index: bool = False,
+         only_index: bool = False):
+    """``x`` sorted along ``axis`` (ascending; ``reverse``: descending); ``with_index``
+    also returns the sorting indices, ``only_index`` returns them alone (uint64)."""
+    return Sort(axis, reverse, with_index, only_index)(x)
+
+
+class _TopK(Function):
+    """Shared by the top-k functions: each sample (the axes from ``base_axis`` on,
+    flattened) and the positions of its k largest (or smallest) entries."""
+
+    def __init__(self, k: int, abs: bool, base_axis: int, largest: bool = True):
+        self.k, self.abs, self.base_axis, self.largest = k, bool(abs), base_axis, bool(largest)
+
+    def setup_samples(self, x) -> None:
+        self.base_axis = base_axis_of(self, self.base_axis, x.ndim) if x.ndim else 0
+        self.in_shape = x.shape
+        self.samples = int(np.prod(x.shape[:self.base_axis], dtype=np.int64))
+        size = int(np.prod(x.shape[self.base_axis:], dtype=np.int64))
+        if isinstance(self.k, bool) or not isinstance(self.k, (int, np.integer)) or not (
+                1 <= self.k <= size):
+            raise self.error(f"k must be an int in [1, {size}] (the size of a sample, the axes "
+                             f"from base_axis={self.base_axis} of {x.shape}), got {self.k!r}")
+        self.k = int(self.k)
+
+    def positions(self, xp, flat):
+        """The column of each sample's selected entries in ``flat`` (samples, size), the
+        first selected first."""
+        key = xp.abs(flat) if self.abs else flat
+        order = xp.argsort(-key if self.largest else key, axis=1, kind="stable")
+        return order[:, :self.k]
+
+    def rows(self, xp):
+        return xp.arange(self.samples)[:, None]
+
+
+class TopKData(_TopK):
+    """The k largest (``abs``: by magnitude; ``largest=False``: smallest) values of each
+    sample, in order (``reduce``), or in place with the others zeroed.  The gradient
+    reaches the selected values only (nnabla passes all of it with ``reduce=False``)."""
+
+    def __init__(self, k, abs, reduce, base_axis, largest, with_index):
+        super().__init__(k, abs, base_axis, largest)
+        self.reduce, self.with_index = bool(reduce), bool(with_index)
+
+    def setup(self, inputs):
+        (x,) = inputs
+        self.setup_samples(x)
+        if self.with_index and not self.reduce:
+            raise self.error("with_index=True needs reduce=True (the indices are those of the "
+                             "reduced output); set reduce=True or drop with_index")
+        if not self.reduce:
+            return [(x.shape, x.dtype)]
+        shape = x.shape[:self.base_axis] + (self.k,)
+        out = [(shape, x.dtype)]
+        return out + [(shape, np.dtype(np.uint64))] if self.with_index else out
+
+    def forward(self, xp, xs):
+        flat = xs[0].reshape(self.samples, -1)
+        where = self.positions(xp, flat)
+        values = flat[self.rows(xp), where]
+        if self.reduce:
+            shape = self.in_shape[:self.base_axis] + (self.k,)
+            index = (where.astype(np.uint64).reshape(shape),) if self.with_index else ()
+            return (values.reshape(shape),) + index
+        y = xp.zeros_like(flat)
+        y[self.rows(xp), where] = values
+        return (y.reshape(self.in_shape),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        flat = xs[0].reshape(self.samples, -1)
+        where, rows = self.positions(xp, flat), self.rows(xp)
+        gy = gys[0].astype(flat.dtype, copy=False).reshape(self.samples, -1)
+        gx = xp.zeros_like(flat)
+        gx[rows, where] = gy if self.reduce else gy[rows, where]
+        return (gx.reshape(self.in_shape),)
+
+
+def top_k_data(x: Variable, k: int, abs: bool = False, reduce: bool = True, base_axis: int = 1,
+               largest: bool = True, with_index: bool = False, n_outputs: int = -1, outputs=None):
+    """The ``k`` largest values of each sample (the axes from ``base_axis`` on), as a
+    (..., k) array (``reduce``) or in place with the rest zeroed; ``with_index`` also
+    returns their flat positions in the sample (uint64)."""
+    default_outputs("F.top_k_data", n_outputs, outputs)
+    return TopKData(k, abs, reduce, base_axis, largest, with_index)(x)
+
+
+class TopKGrad(_TopK):
+    """The input unchanged; backward keeps only the k largest (``abs``: by magnitude)
+    gradient entries of each sample and zeroes the rest."""
+
+    grad_depends_on_inputs = False
+
+    def setup(self, inputs):
+        (x,) = inputs
+        self.setup_samples(x)
+        return [(x.shape, x.dtype)]
+
+    def forward(self, xp, xs):
+        return (xs[0].copy(),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        gy = gys[0].reshape(self.samples, -1)
+        where, rows = self.positions(xp, gy), self.rows(xp)
+        gx = xp.zeros_like(gy)
+        gx[rows, where] = gy[rows, where]
+        return (gx.reshape(self.in_shape),)
+
+
+def top_k_grad(x: Variable, k: int, abs: bool = False, base_axis: int = 1, n_outputs: int = -1,
+               outputs=None) -> Variable:
+    """``x`` unchanged forward; backward passes only the ``k`` largest gradient entries
+    of each sample (the axes from ``base_axis`` on)."""
+    default_outputs("F.top_k_grad", n_outputs, outputs)
+    return TopKGrad(k, abs, base_axis)(x)
