@@ -270,3 +270,45 @@ def test_pf_instance_and_group_normalization_parameters():
         "instance_normalization/beta": (1, 1, 3), "instance_normalization/gamma": (1, 1, 3),
         "g/group_normalization/beta": (1, 4, 1), "g/group_normalization/gamma": (1, 4, 1)}
     nn.clear_parameters()
+
+
+def test_tensor_norm_and_weight_normalization_errors():
+    x = nn.Variable((2, 3))
+    with pytest.raises(DpnbError, match=r"TensorNormalization: axes must name at least one axis"):
+        F.tensor_normalization(x, [])
+    with pytest.raises(DpnbError, match=r"gamma must have shape \(1, 3\) .* got \(3,\)"):
+        F.tensor_normalization(x, 1, gamma=nn.Variable((3,)))
+    with pytest.raises(DpnbError, match=r"channel_axis must be an int in \[-2, 2\)"):
+        F.weight_standardization(x, channel_axis=2)
+    with pytest.raises(DpnbError, match="NormNormalization: p must be a number >= 1 .* got 0.5"):
+        F.norm_normalization(x, p=0.5)
+    with pytest.raises(DpnbError, match=r"axes must be an int in \[-2, 2\)"):
+        F.norm_normalization(x, axes=[2])
+    with pytest.raises(DpnbError, match=r"WeightNormalization: g must have shape \(2,\) .* "
+                                        r"got \(3,\)"):
+        F.weight_normalization(x, nn.Variable((3,)))
+    with pytest.raises(DpnbError, match=r"dim must be an int in \[-2, 2\)"):
+        F.weight_normalization(x, nn.Variable((3,)), dim=5)
+
+
+def test_norm_normalization_adds_eps_before_the_root():
+    x = np.array([[0.01, -0.02], [0.5, 0.3]])
+    y = F.norm_normalization(nn.Variable.from_numpy_array(x), 3, 1, eps=1.0)
+    y.forward()
+    np.testing.assert_allclose(y.d, x / ((np.abs(x) ** 3).sum(1, keepdims=True) + 1) ** (1 / 3))
+
+
+def test_pf_weight_normalization_starts_at_the_weight(rng):
+    nn.clear_parameters()
+    w = nn.Variable.from_numpy_array(rng.randn(4, 3).astype(np.float32))
+    y = PF.weight_normalization(w, dim=1)
+    params = nn.get_parameters(grad_only=False)
+    assert {k: v.shape for k, v in params.items()} == {"wn/g": (3,)}
+    np.testing.assert_allclose(params["wn/g"].d, np.sqrt((w.d.astype(np.float64) ** 2).sum(0)),
+                               rtol=1e-6)
+    y.forward()
+    np.testing.assert_allclose(y.d, w.d, rtol=1e-5)
+    nn.clear_parameters()
+    PF.weight_normalization(w, g_init=np.full(4, 3.0), name="a")
+    np.testing.assert_array_equal(nn.get_parameters()["a/wn/g"].d, 3)
+    nn.clear_parameters()

@@ -10,7 +10,8 @@ from ..graph import Function, Variable
 from .base import axes_of, kept_axes, one_axis, sum_to, workspace
 
 __all__ = ["batch_normalization", "group_normalization", "instance_normalization",
-           "layer_normalization", "sync_batch_normalization"]
+           "layer_normalization", "norm_normalization", "sync_batch_normalization",
+           "tensor_normalization", "weight_normalization", "weight_standardization"]
 
 _ROLES = ("beta", "gamma", "mean", "variance")
 
@@ -422,6 +423,34 @@ class GroupNormalization(Standardization):
         return tuple(s if a == self.channel else 1 for a, s in enumerate(shape))
 
 
+class TensorNormalization(Standardization):
+    """Standardization over all axes but ``axes``; beta and gamma have x's shape with 1
+    off ``axes`` (batch normalization's statistics, with no running ones)."""
+
+    def __init__(self, roles: Sequence[str], axes: int | Sequence[int], eps: float,
+                 output_stat: bool):
+        super().__init__(roles, eps, output_stat)
+        self.axes = axes
+
+    def geometry(self, shape):
+        self.kept = kept_axes(self, self.axes, len(shape))
+        return shape, self.kept
+
+    def param_shape(self, shape, role, given):
+        return tuple(s if a in self.kept else 1 for a, s in enumerate(shape))
+
+
+class WeightStandardization(Standardization):
+    """Standardization of a weight over all axes but its output-channel axis."""
+
+    def __init__(self, channel_axis: int, eps: float, output_stat: bool):
+        super().__init__((), eps, output_stat)
+        self.channel_axis = channel_axis
+
+    def geometry(self, shape):
+        return shape, [one_axis(self, self.channel_axis, len(shape), "channel_axis")]
+
+
 def _standardized(cls: type, x: Variable, beta: Variable | None, gamma: Variable | None,
                   *args) -> Variable | tuple[Variable, Variable, Variable]:
     """Add ``cls(roles, *args)`` to the graph, with x, beta and gamma where not None."""
@@ -461,3 +490,102 @@ def group_normalization(x: Variable, beta: Variable | None, gamma: Variable | No
     channel axis split in (num_groups, channels per group), 1 off the batch and group axes."""
     return _standardized(GroupNormalization, x, beta, gamma, num_groups, channel_axis,
                          batch_axis, eps, output_stat)
+
+
+def tensor_normalization(x: Variable, axes: int | Sequence[int], beta: Variable | None = None,
+                         gamma: Variable | None = None, eps: float = 1e-05,
+                         output_stat: bool = False
+                         ) -> Variable | tuple[Variable, Variable, Variable]:
+    """x standardized over all axes but ``axes`` (which the statistics keep, as batch
+    normalization's channels), then ``* gamma + beta``.  With ``output_stat`` returns
+    (y, mean, variance)."""
+    return _standardized(TensorNormalization, x, beta, gamma, axes, eps, output_stat)
+
+
+def weight_standardization(w: Variable, channel_axis: int = 0, eps: float = 1e-05,
+                           output_stat: bool = False
+                           ) -> Variable | tuple[Variable, Variable, Variable]:
+    """A weight standardized per output channel (``channel_axis``: 0 for convolution,
+    1 for affine).  With ``output_stat`` returns (w_hat, mean, variance)."""
+    return WeightStandardization(channel_axis, eps, output_stat)(w)
+
+
+class NormNormalization(Function):
+    """y = x / (sum over ``axes`` of |x|^p + eps)^(1/p)."""
+
+    def __init__(self, p: float | None, axes: int | Sequence[int] | None, eps: float):
+        self.p = 2.0 if p is None else p
+        self.axis = axes
+        self.eps = float(eps)
+
+    def setup(self, inputs):
+        (x,) = inputs
+        if isinstance(self.p, bool) or not isinstance(self.p, (int, float, np.number)) \
+                or not self.p >= 1:
+            raise self.error(f"p must be a number >= 1 (the order of the norm), got {self.p!r}")
+        self.p = float(self.p)
+        self.axes = axes_of(self, self.axis, x.ndim)
+        return [(x.shape, x.dtype)]
+
+    def _norm(self, xp, x):
+        total = (xp.abs(x) ** self.p).sum(axis=self.axes, keepdims=True)
+        return (total + self.eps) ** (1 / self.p)
+
+    def forward(self, xp, xs):
+        x = xs[0]
+        self.norm = self._norm(xp, x)
+        return (x / self.norm,)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        x, gy, norm = xs[0], gys[0], self.norm
+        # d norm / dx = (|x| / norm)^(p-1) sign(x).
+        through_norm = (gy * x).sum(axis=self.axes, keepdims=True) / (norm * norm)
+        return (gy / norm - through_norm * (xp.abs(x) / norm) ** (self.p - 1) * xp.sign(x),)
+
+
+def norm_normalization(x: Variable, p: float | None = None,
+                       axes: int | Sequence[int] | None = None, eps: float = 1e-12) -> Variable:
+    """x divided by its p-norm (None: 2) over ``axes`` (None: all; []: none, so each
+    element by its absolute value, as nnabla computes), ``eps`` added before the root."""
+    return NormNormalization(p, axes, eps)(x)
+
+
+class WeightNormalization(Function):
+    """w_wn = g * w / sqrt(sum of w^2 over all axes but ``dim`` + eps), g per index of
+    ``dim``."""
+
+    def __init__(self, dim: int, eps: float):
+        self.dim = dim
+        self.eps = float(eps)
+
+    def setup(self, inputs):
+        w, g = inputs
+        self.axis = one_axis(self, self.dim, w.ndim, "dim")
+        if g.shape != (w.shape[self.axis],):
+            raise self.error(f"g must have shape ({w.shape[self.axis]},) (one scale per index "
+                             f"of axis {self.axis} of w, shape {w.shape}), got {g.shape}")
+        self.others = tuple(a for a in range(w.ndim) if a != self.axis)
+        self.g_shape = tuple(s if a == self.axis else 1 for a, s in enumerate(w.shape))
+        return [(w.shape, w.dtype)]
+
+    def forward(self, xp, xs):
+        w, g = xs
+        self.inv_norm = 1 / xp.sqrt((w * w).sum(axis=self.others, keepdims=True) + self.eps)
+        return (w * (g.reshape(self.g_shape) * self.inv_norm),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        w, g = xs
+        gy, inv_norm = gys[0], self.inv_norm
+        dot = (gy * w).sum(axis=self.others, keepdims=True)
+        gw = gg = None
+        if need_grads[0]:
+            gw = (g.reshape(self.g_shape) * inv_norm) * (gy - w * (dot * inv_norm * inv_norm))
+        if need_grads[1]:
+            gg = (dot * inv_norm).reshape(g.shape)
+        return gw, gg
+
+
+def weight_normalization(w: Variable, g: Variable, dim: int = 0, eps: float = 1e-12) -> Variable:
+    """Weight normalization: ``w`` scaled to unit L2 norm over all axes but ``dim``, then
+    by ``g`` (one scale per index of ``dim``)."""
+    return WeightNormalization(dim, eps)(w, g)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from .. import functions as F
+from ..context import to_module
 from ..errors import DpnbError
 from ..functions.base import axes_of, kept_axes, one_axis
 from ..graph import Variable
@@ -13,7 +16,7 @@ from ..parameter import get_parameter_or_create
 from ._common import check_input, scope
 
 __all__ = ["batch_normalization", "group_normalization", "instance_normalization",
-           "layer_normalization", "sync_batch_normalization"]
+           "layer_normalization", "sync_batch_normalization", "weight_normalization"]
 
 
 def _bn_parameters(fn_name: str, inp: Variable, axes: list[int], fix_parameters: bool,
@@ -136,3 +139,19 @@ def group_normalization(inp: Variable, num_groups: int, channel_axis: int = 1,
                                   no_scale, no_bias)
         return F.group_normalization(inp, beta, gamma, num_groups, channel_axis, batch_axis,
                                      eps, output_stat)
+
+
+def weight_normalization(w: Variable, dim: int = 0, eps: float = 1e-12, g_init=None,
+                         fix_parameters: bool = False, name: str | None = None) -> Variable:
+    """Weight normalization of ``w`` (F.weight_normalization) with the scale ``wn/g`` of
+    shape (w.shape[dim],), by default initialized to w's norms so that the layer starts
+    as the plain weight.  Used as ``apply_w=PF.weight_normalization``."""
+    with scope(name, "wn"):
+        check_input("weight_normalization", w, 1)
+        axis = one_axis("PF.weight_normalization", dim, w.ndim, "dim")
+        if g_init is None:
+            others = tuple(a for a in range(w.ndim) if a != axis)
+            g_init = np.sqrt((np.asarray(to_module(w.d, np), np.float64) ** 2).sum(axis=others)
+                             + eps)
+        g = get_parameter_or_create("g", (w.shape[axis],), g_init, True, not fix_parameters)
+        return F.weight_normalization(w, g, dim, eps)
