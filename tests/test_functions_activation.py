@@ -6,6 +6,7 @@ from gradcheck import check_grad
 
 import dpnb as nn
 import dpnb.functions as F
+import dpnb.parametric_functions as PF
 from dpnb import DpnbError
 from dpnb.ext_utils import get_extension_context
 
@@ -28,13 +29,31 @@ ELEMENTWISE = {
     "leaky_relu alpha=0.3": (lambda x: F.leaky_relu(x, alpha=0.3), lambda x: np.where(x > 0, x, 0.3 * x)),
     "tanh": (F.tanh, np.tanh),
     "sigmoid": (F.sigmoid, lambda x: 1 / (1 + np.exp(-x))),
+    "selu": (F.selu, lambda x: 1.05070098735548 * np.where(x > 0, x, 1.673263242354377 * (np.exp(x) - 1))),
+    "selu scale alpha": (lambda x: F.selu(x, scale=2.0, alpha=0.5),
+                         lambda x: 2.0 * np.where(x > 0, x, 0.5 * (np.exp(x) - 1))),
+    "gelu": (F.gelu, lambda x: x / 2 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))),
+    "mish": (F.mish, lambda x: x * np.tanh(np.log1p(np.exp(x)))),
+    "swish": (F.swish, lambda x: x / (1 + np.exp(-x))),
+    "softplus": (F.softplus, lambda x: np.log1p(np.exp(x))),
+    "softplus beta": (lambda x: F.softplus(x, beta=3.0), lambda x: np.log1p(np.exp(3 * x)) / 3),
+    "softsign": (F.softsign, lambda x: x / (1 + np.abs(x))),
+    "log_sigmoid": (F.log_sigmoid, lambda x: -np.log1p(np.exp(-x))),
+    "hard_sigmoid": (F.hard_sigmoid, lambda x: np.clip(0.2 * x + 0.5, 0, 1)),
+    "hard_tanh": (F.hard_tanh, lambda x: np.clip(x, -1, 1)),
+    "tanh_shrink": (F.tanh_shrink, lambda x: x - np.tanh(x)),
 }
+
+# Inputs of these functions stay 0.1 away from their kinks (2.5 and 1 as well as 0).
+KINKS = {"hard_sigmoid": (-2.5, 2.5), "hard_tanh": (-1.0, 1.0)}
 
 
 @pytest.mark.parametrize("name", ELEMENTWISE)
 def test_elementwise_values_and_gradients(name, rng):
     fn, ref = ELEMENTWISE[name]
-    x = _away_from_zero(rng, 3, 4)
+    x = _away_from_zero(rng, 3, 4) * 2
+    for kink in KINKS.get(name, ()):
+        x = np.where(np.abs(x - kink) < 0.1, kink + 0.2, x)
     y = check_grad(fn, [x])
     np.testing.assert_allclose(y.d, ref(x), rtol=1e-12)
 
@@ -46,7 +65,8 @@ def test_elementwise_keeps_float32(name, rng):
     y = fn(nn.Variable.from_numpy_array(x))
     y.forward()
     assert y.dtype == np.float32
-    np.testing.assert_allclose(y.d, ref(x.astype(np.float64)), rtol=1e-6)
+    assert (y.g.dtype if y.need_grad else y.d.dtype) == np.float32
+    np.testing.assert_allclose(y.d, ref(x.astype(np.float64)), rtol=1e-6, atol=1e-7)
 
 
 def test_relu_and_leaky_relu_accept_inplace(rng):
@@ -134,3 +154,97 @@ def test_gpu_matches_cpu(name, rng):
         gpu = _run(GPU_CASES[name], a, w)
     for g, c in zip(gpu, cpu):
         np.testing.assert_allclose(g, c, rtol=1e-10, atol=1e-12)
+
+
+def test_relu6_clips_at_zero_and_six(rng):
+    x = np.array([-2.0, -0.5, 0.5, 3.0, 5.5, 6.5, 9.0])
+    y = check_grad(F.relu6, [x])
+    np.testing.assert_array_equal(y.d, np.clip(x, 0, 6))
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, -1])
+@pytest.mark.parametrize("fn, half", [
+    (lambda x, axis: F.crelu(x, axis=axis), lambda x: np.maximum(x, 0)),
+    (lambda x, axis: F.celu(x, alpha=0.7, axis=axis), lambda x: np.where(x > 0, x, 0.7 * np.expm1(x)))])
+def test_concatenated_activations_join_both_signs(fn, half, axis, rng):
+    x = _away_from_zero(rng, 2, 3, 4)
+    y = check_grad(lambda v: fn(v, axis), [x])
+    np.testing.assert_allclose(y.d, np.concatenate([half(x), half(-x)], axis=axis), rtol=1e-12)
+
+
+def test_concatenated_activations_default_to_axis_1(rng):
+    x = nn.Variable.from_numpy_array(_away_from_zero(rng, 2, 3))
+    assert F.crelu(x).shape == (2, 6) and F.celu(x).shape == (2, 6)
+
+
+@pytest.mark.parametrize("fn", [F.celu, F.crelu])
+def test_concatenated_activations_reject_a_bad_axis(fn):
+    with pytest.raises(DpnbError, match=r"axis must be an int in \[-1, 1\) for an input of 1 "
+                                        r"dimensions, got 1"):
+        fn(nn.Variable((4,)))
+
+
+@pytest.mark.parametrize("slope_shape, base_axis, view", [((), 1, ()), ((1,), 1, ()), ((3,), 1, (3, 1)),
+                                                          ((4,), 2, (4,)), ((2,), 0, (2, 1, 1)),
+                                                          ((3,), -2, (3, 1))])
+def test_prelu_slopes(slope_shape, base_axis, view, rng):
+    x, w = _away_from_zero(rng, 2, 3, 4), rng.uniform(-1, 1, slope_shape)
+    y = check_grad(lambda a, b: F.prelu(a, b, base_axis=base_axis), [x, w])
+    slope = w.reshape(view)
+    np.testing.assert_allclose(y.d, np.where(x > 0, x, slope * x), rtol=1e-12)
+
+
+def test_prelu_rejects_a_slope_of_the_wrong_shape():
+    x = nn.Variable((2, 3, 4))
+    with pytest.raises(DpnbError, match=r"PReLU: the slope must have one value \(size 1\) or one per "
+                                        r"channel, shape \(3,\) for axis 1 of the input \(2, 3, 4\), "
+                                        r"got shape \(4,\); change the slope or base_axis"):
+        F.prelu(x, nn.Variable((4,)))
+    with pytest.raises(DpnbError, match=r"got shape \(1, 3\)"):
+        F.prelu(x, nn.Variable((1, 3)))
+    with pytest.raises(DpnbError, match=r"base_axis must lie in \[-3, 3\) for an input of 3 "
+                                        r"dimensions, got 3"):
+        F.prelu(x, nn.Variable(()), base_axis=3)
+
+
+def test_softplus_rejects_beta_zero():
+    with pytest.raises(DpnbError, match=r"Softplus: beta must not be 0"):
+        F.softplus(nn.Variable((2,)), beta=0)
+
+
+@pytest.mark.parametrize("fn", [F.softplus, F.log_sigmoid, F.mish, F.swish])
+def test_softplus_family_is_stable_for_large_inputs(fn):
+    x = nn.Variable.from_numpy_array(np.array([-1000.0, -50.0, 50.0, 1000.0]), need_grad=True)
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        y = fn(x)
+        y.forward()
+        y.backward(np.ones(4))
+    assert np.all(np.isfinite(y.d)) and np.all(np.isfinite(x.g))
+
+
+def test_pf_prelu_parameters():
+    x = nn.Variable.from_numpy_array(np.full((2, 3, 4), -1.0))
+    y = PF.prelu(x)
+    y.forward()
+    params = nn.get_parameters()
+    assert list(params) == ["prelu/slope"] and params["prelu/slope"].shape == ()
+    np.testing.assert_allclose(y.d, -0.25)
+    PF.prelu(x, base_axis=2, shared=False, name="act")
+    assert nn.get_parameters()["act/prelu/slope"].shape == (4,)
+    nn.clear_parameters()
+    x.need_grad = True
+    y = PF.prelu(x, shared=False, slope_init=np.array([1.0, 2.0, 3.0]), fix_parameters=True)
+    slope = nn.get_parameters(grad_only=False)["prelu/slope"]
+    np.testing.assert_array_equal(slope.d, [1, 2, 3])
+    slope.g = 0
+    y.forward()
+    y.backward(np.ones(y.shape))
+    np.testing.assert_array_equal(slope.g, 0)
+    assert np.all(x.g != 0), "the input still gets its gradient"
+
+
+def test_pf_prelu_rejects_bad_input():
+    with pytest.raises(DpnbError, match="PF.prelu expects an nn.Variable input, got ndarray"):
+        PF.prelu(np.zeros((2, 3)))
+    with pytest.raises(DpnbError, match=r"PF.prelu: base_axis must lie in \[-2, 2\)"):
+        PF.prelu(nn.Variable((2, 3)), shared=False, base_axis=2)

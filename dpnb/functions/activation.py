@@ -1,10 +1,15 @@
-"""Activation functions: elementwise nonlinearities and softmax."""
+"""Activation functions: elementwise nonlinearities, their concatenated and
+parametric forms, and softmax."""
 from __future__ import annotations
 
-from ..graph import Function, Variable
-from .base import Unary, one_axis
+import numpy as np
 
-__all__ = ["relu", "elu", "leaky_relu", "tanh", "sigmoid", "softmax", "log_softmax"]
+from ..graph import Function, Variable
+from .base import Unary, base_axis_of, one_axis, sum_to
+
+__all__ = ["relu", "elu", "leaky_relu", "tanh", "sigmoid", "softmax", "log_softmax", "relu6",
+           "selu", "celu", "crelu", "gelu", "mish", "swish", "softplus", "softsign",
+           "log_sigmoid", "hard_sigmoid", "hard_tanh", "tanh_shrink", "prelu"]
 
 
 def _sigmoid(xp, x):
@@ -165,3 +170,313 @@ class LogSoftmax(_AlongAxis):
 def log_softmax(x: Variable, axis: int | None = None) -> Variable:
     """Logarithm of the softmax along ``axis`` (default: the last axis)."""
     return LogSoftmax(axis)(x)
+
+
+def _softplus(xp, x):
+    """log(1 + exp(x)) without overflow."""
+    return xp.maximum(x, 0) + xp.log1p(xp.exp(-xp.abs(x)))
+
+
+class ReLU6(Unary):
+    """min(max(x, 0), 6); the gradient passes where 0 < x < 6."""
+
+    def forward(self, xp, xs):
+        return (xp.clip(xs[0], 0, 6),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (x,) = xs
+        return (gys[0] * ((x > 0) & (x < 6)),)
+
+
+def relu6(x: Variable) -> Variable:
+    """ReLU capped at 6."""
+    return ReLU6()(x)
+
+
+class SELU(Unary):
+    """scale * x for x > 0, scale * alpha * (exp(x) - 1) otherwise."""
+
+    def __init__(self, scale: float, alpha: float):
+        self.scale, self.alpha = float(scale), float(alpha)
+
+    def forward(self, xp, xs):
+        (x,) = xs
+        return (self.scale * xp.where(x > 0, x, self.alpha * xp.expm1(xp.minimum(x, 0))),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (x,), (gy,) = xs, gys
+        slope = xp.where(x > 0, self.scale, self.scale * self.alpha * xp.exp(xp.minimum(x, 0)))
+        return (gy * slope,)
+
+
+def selu(x: Variable, scale: float = 1.05070098735548, alpha: float = 1.673263242354377) -> Variable:
+    """Scaled exponential linear unit (self-normalizing defaults)."""
+    return SELU(scale, alpha)(x)
+
+
+class _Mirrored(Function):
+    """Base of f(x) and f(-x) concatenated along ``axis``: the output is twice as long there."""
+
+    def __init__(self, axis: int):
+        self.axis = axis
+
+    def setup(self, inputs):
+        (x,) = inputs
+        self.axis = one_axis(self, self.axis, x.ndim)
+        shape = list(x.shape)
+        shape[self.axis] *= 2
+        return [(tuple(shape), x.dtype)]
+
+    def half(self, xp, x):
+        raise NotImplementedError
+
+    def slope(self, xp, x):
+        raise NotImplementedError
+
+    def forward(self, xp, xs):
+        (x,) = xs
+        return (xp.concatenate([self.half(xp, x), self.half(xp, -x)], axis=self.axis),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (x,), (gy,) = xs, gys
+        first, second = xp.split(gy, 2, axis=self.axis)
+        return (first * self.slope(xp, x) - second * self.slope(xp, -x),)
+
+
+class CELU(_Mirrored):
+    """elu(x) and elu(-x), concatenated along an axis."""
+
+    def __init__(self, alpha: float, axis: int):
+        super().__init__(axis)
+        self.alpha = float(alpha)
+
+    def half(self, xp, x):
+        return xp.where(x > 0, x, self.alpha * xp.expm1(xp.minimum(x, 0)))
+
+    def slope(self, xp, x):
+        return xp.where(x > 0, 1, self.alpha * xp.exp(xp.minimum(x, 0)))
+
+
+def celu(x: Variable, alpha: float = 1.0, axis: int = 1) -> Variable:
+    """Concatenated ELU: elu(x, alpha) and elu(-x, alpha) joined along ``axis``."""
+    return CELU(alpha, axis)(x)
+
+
+class CReLU(_Mirrored):
+    """relu(x) and relu(-x), concatenated along an axis."""
+
+    def half(self, xp, x):
+        return xp.maximum(x, 0)
+
+    def slope(self, xp, x):
+        return x > 0
+
+
+def crelu(x: Variable, axis: int = 1) -> Variable:
+    """Concatenated ReLU: relu(x) and relu(-x) joined along ``axis``."""
+    return CReLU(axis)(x)
+
+
+_GELU_C = float(np.sqrt(2 / np.pi))
+
+
+class GELU(Unary):
+    """x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x**3))), the tanh form nnabla uses."""
+
+    def forward(self, xp, xs):
+        (x,) = xs
+        return (x / 2 * (1 + xp.tanh(_GELU_C * (x + 0.044715 * x ** 3))),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (x,), (gy,) = xs, gys
+        t = xp.tanh(_GELU_C * (x + 0.044715 * x ** 3))
+        inner = _GELU_C * (1 + 3 * 0.044715 * x * x)
+        return (gy * ((1 + t) / 2 + x / 2 * (1 - t * t) * inner),)
+
+
+def gelu(x: Variable) -> Variable:
+    """Gaussian error linear unit (tanh approximation, as nnabla)."""
+    return GELU()(x)
+
+
+class Mish(Unary):
+    """x * tanh(softplus(x))."""
+
+    def forward(self, xp, xs):
+        (x,) = xs
+        return (x * xp.tanh(_softplus(xp, x)),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (x,), (gy,) = xs, gys
+        t = xp.tanh(_softplus(xp, x))
+        return (gy * (t + x * (1 - t * t) * _sigmoid(xp, x)),)
+
+
+def mish(x: Variable) -> Variable:
+    """Mish: x * tanh(log(1 + exp(x)))."""
+    return Mish()(x)
+
+
+class Swish(Unary):
+    """x * sigmoid(x)."""
+
+    def forward(self, xp, xs):
+        (x,) = xs
+        return (x * _sigmoid(xp, x),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (x,), (gy,) = xs, gys
+        s = _sigmoid(xp, x)
+        return (gy * s * (1 + x * (1 - s)),)
+
+
+def swish(x: Variable) -> Variable:
+    """Swish (SiLU): x * sigmoid(x)."""
+    return Swish()(x)
+
+
+class Softplus(Unary):
+    """log(1 + exp(beta x)) / beta, computed without overflow."""
+
+    def __init__(self, beta: float):
+        self.beta = float(beta)
+
+    def setup(self, inputs):
+        if self.beta == 0:
+            raise self.error("beta must not be 0: softplus is log(1 + exp(beta x)) / beta; "
+                             "give a non-zero beta (1.0 is the usual)")
+        return super().setup(inputs)
+
+    def forward(self, xp, xs):
+        return (_softplus(xp, self.beta * xs[0]) / self.beta,)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (gys[0] * _sigmoid(xp, self.beta * xs[0]),)
+
+
+def softplus(x: Variable, beta: float = 1.0) -> Variable:
+    """Smooth ReLU: log(1 + exp(beta x)) / beta."""
+    return Softplus(beta)(x)
+
+
+class Softsign(Unary):
+    """x / (1 + |x|)."""
+
+    def forward(self, xp, xs):
+        (x,) = xs
+        return (x / (1 + xp.abs(x)),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        d = 1 + xp.abs(xs[0])
+        return (gys[0] / (d * d),)
+
+
+def softsign(x: Variable) -> Variable:
+    """Softsign: x / (1 + |x|)."""
+    return Softsign()(x)
+
+
+class LogSigmoid(Unary):
+    """log(sigmoid(x)) = -softplus(-x), computed without overflow."""
+
+    def forward(self, xp, xs):
+        return (-_softplus(xp, -xs[0]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (gys[0] * _sigmoid(xp, -xs[0]),)
+
+
+def log_sigmoid(x: Variable) -> Variable:
+    """Logarithm of the logistic sigmoid."""
+    return LogSigmoid()(x)
+
+
+class HardSigmoid(Unary):
+    """clip(0.2 x + 0.5, 0, 1); the gradient 0.2 passes where |x| < 2.5."""
+
+    def forward(self, xp, xs):
+        return (xp.clip(0.2 * xs[0] + 0.5, 0, 1),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (x,) = xs
+        return (gys[0] * (xp.abs(x) < 2.5) * 0.2,)
+
+
+def hard_sigmoid(x: Variable) -> Variable:
+    """Piecewise-linear sigmoid: clip(0.2 x + 0.5, 0, 1)."""
+    return HardSigmoid()(x)
+
+
+class HardTanh(Unary):
+    """clip(x, -1, 1); the gradient passes where |x| < 1."""
+
+    def forward(self, xp, xs):
+        return (xp.clip(xs[0], -1, 1),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (gys[0] * (xp.abs(xs[0]) < 1),)
+
+
+def hard_tanh(x: Variable) -> Variable:
+    """Piecewise-linear tanh: clip(x, -1, 1)."""
+    return HardTanh()(x)
+
+
+class TanhShrink(Unary):
+    """x - tanh(x); its gradient is tanh(x)**2."""
+
+    def forward(self, xp, xs):
+        (x,) = xs
+        return (x - xp.tanh(x),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        t = xp.tanh(xs[0])
+        return (gys[0] * t * t,)
+
+
+def tanh_shrink(x: Variable) -> Variable:
+    """Tanh shrink: x - tanh(x)."""
+    return TanhShrink()(x)
+
+
+class PReLU(Function):
+    """x for x > 0, w x otherwise, with a learned slope ``w``: one value (size 1) or
+    one per channel of the axis ``base_axis``."""
+
+    def __init__(self, base_axis: int):
+        self.base_axis = base_axis
+
+    def setup(self, inputs):
+        x, w = inputs
+        self.base_axis = base_axis_of(self, self.base_axis, x.ndim)
+        channels = x.shape[self.base_axis]
+        self.w_shape = w.shape
+        if w.size == 1:
+            self.view = ()
+        elif w.shape == (channels,):
+            self.view = (channels,) + (1,) * (x.ndim - self.base_axis - 1)
+        else:
+            raise self.error(f"the slope must have one value (size 1) or one per channel, shape "
+                             f"({channels},) for axis {self.base_axis} of the input {x.shape}, got "
+                             f"shape {w.shape}; change the slope or base_axis")
+        return [(x.shape, np.result_type(x.dtype, w.dtype))]
+
+    def forward(self, xp, xs):
+        x, w = xs
+        w = w.reshape(self.view)
+        return (xp.where(x > 0, x, w * x),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (x, w), (gy,) = xs, gys
+        below = x <= 0
+        gx = xp.where(below, w.reshape(self.view) * gy, gy) if need_grads[0] else None
+        gw = None
+        if need_grads[1]:
+            gw = sum_to(gy * x * below, self.view).reshape(self.w_shape)
+        return (gx, gw)
+
+
+def prelu(x0: Variable, x1: Variable, base_axis: int = 1) -> Variable:
+    """Parametric ReLU of ``x0`` with negative slope(s) ``x1``: one value, or one per
+    channel of axis ``base_axis``."""
+    return PReLU(base_axis)(x0, x1)
