@@ -312,3 +312,34 @@ def test_pf_weight_normalization_starts_at_the_weight(rng):
     PF.weight_normalization(w, g_init=np.full(4, 3.0), name="a")
     np.testing.assert_array_equal(nn.get_parameters()["a/wn/g"].d, 3)
     nn.clear_parameters()
+
+
+def test_mean_subtraction_errors():
+    x = nn.Variable((4, 3))
+    with pytest.raises(DpnbError, match=r"MeanSubtraction: mean must have shape \(3,\) .* "
+                                        r"got \(2,\)"):
+        F.mean_subtraction(x, nn.Variable((2,)), nn.Variable((1,)))
+    with pytest.raises(DpnbError, match=r"t \(the count of batches seen\) must have one element"):
+        F.mean_subtraction(x, nn.Variable((3,)), nn.Variable((2,)))
+    with pytest.raises(DpnbError, match="must be leaf variables"):
+        F.mean_subtraction(x, F.identity(nn.Variable((3,))), nn.Variable((1,)))
+    with pytest.raises(DpnbError, match=r"base_axis must lie in \[-2, 2\)"):
+        F.mean_subtraction(x, nn.Variable((3,)), nn.Variable((1,)), base_axis=2)
+
+
+def test_pf_mean_subtraction_running_mean_over_steps(rng):
+    nn.clear_parameters()
+    x = nn.Variable((4, 2))
+    y = PF.mean_subtraction(x)
+    params = nn.get_parameters(grad_only=False)
+    assert {k: (v.shape, v.need_grad) for k, v in params.items()} == {
+        "mean_subtraction/mean": ((2,), False), "mean_subtraction/t": ((1,), False)}
+    batches = [rng.randn(4, 2).astype(np.float32) for _ in range(3)]
+    for batch in batches:
+        x.d = batch
+        y.forward()
+    np.testing.assert_allclose(params["mean_subtraction/mean"].d, np.mean(batches, axis=(0, 1)),
+                               rtol=1e-5)
+    assert params["mean_subtraction/t"].d[0] == 3
+    np.testing.assert_allclose(y.d, batches[-1] - np.mean(batches, axis=(0, 1)), rtol=1e-5)
+    nn.clear_parameters()

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..graph import Function, Variable
-from .base import axes_of, kept_axes, one_axis, sum_to, workspace
+from .base import axes_of, base_axis_of, kept_axes, one_axis, sum_to, workspace
 
 __all__ = ["batch_normalization", "group_normalization", "instance_normalization",
-           "layer_normalization", "norm_normalization", "sync_batch_normalization",
+           "layer_normalization", "mean_subtraction", "norm_normalization", "sync_batch_normalization",
            "tensor_normalization", "weight_normalization", "weight_standardization"]
 
 _ROLES = ("beta", "gamma", "mean", "variance")
@@ -589,3 +589,51 @@ def weight_normalization(w: Variable, g: Variable, dim: int = 0, eps: float = 1e
     """Weight normalization: ``w`` scaled to unit L2 norm over all axes but ``dim``, then
     by ``g`` (one scale per index of ``dim``)."""
     return WeightNormalization(dim, eps)(w, g)
+
+
+class MeanSubtraction(Function):
+    """y = x - mean, with ``mean`` (of shape x.shape[base_axis:]) the running average of
+    the batch means: with ``update_running_mean`` forward first counts the batch in ``t``
+    and moves ``mean += (batch mean - mean) / t``.  As nnabla's, backward is approximate:
+    it scales gy by 1 - 1 / (t * batch size), the diagonal of the exact Jacobian."""
+
+    def __init__(self, base_axis: int, update_running_mean: bool):
+        self.base_axis = base_axis
+        self.update = bool(update_running_mean)
+
+    def setup(self, inputs):
+        x, mean, t = inputs
+        self.axis = base_axis_of(self, self.base_axis, x.ndim)
+        if mean.shape != x.shape[self.axis:]:
+            raise self.error(f"mean must have shape {x.shape[self.axis:]} (x's shape from "
+                             f"base_axis {self.axis}), got {mean.shape}")
+        if t.size != 1:
+            raise self.error(f"t (the count of batches seen) must have one element, got shape "
+                             f"{t.shape}")
+        if self.update and (mean.parent is not None or t.parent is not None):
+            raise self.error("mean and t are updated in place with update_running_mean=True, so "
+                             "they must be leaf variables (parameters), not outputs of functions")
+        self.batch = int(np.prod(x.shape[:self.axis]))
+        return [(x.shape, x.dtype)]
+
+    def forward(self, xp, xs):
+        x, mean, t = xs
+        if self.update:
+            running, count = self.inputs[1], self.inputs[2]
+            count.d = t + 1
+            batch_mean = x.reshape((self.batch,) + mean.shape).mean(axis=0)
+            running.d = mean + (batch_mean - mean) / count.d
+            mean = running.d
+            self.scale = 1 - 1 / (count.d.reshape(()) * self.batch)
+        return (x - mean,)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        gx = gys[0] * self.scale if self.update else gys[0]
+        return (gx if need_grads[0] else None, None, None)
+
+
+def mean_subtraction(x: Variable, mean: Variable, t: Variable, base_axis: int = 1,
+                     update_running_mean: bool = True) -> Variable:
+    """x minus the running mean of the samples (axes before ``base_axis``), which forward
+    updates (``mean``, and the batch count ``t``) unless ``update_running_mean`` is False."""
+    return MeanSubtraction(base_axis, update_running_mean)(x, mean, t)

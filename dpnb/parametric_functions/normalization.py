@@ -9,14 +9,14 @@ import numpy as np
 from .. import functions as F
 from ..context import to_module
 from ..errors import DpnbError
-from ..functions.base import axes_of, kept_axes, one_axis
+from ..functions.base import axes_of, base_axis_of, kept_axes, one_axis
 from ..graph import Variable
 from ..initializer import ConstantInitializer
 from ..parameter import get_parameter_or_create
 from ._common import check_input, scope
 
 __all__ = ["batch_normalization", "group_normalization", "instance_normalization",
-           "layer_normalization", "sync_batch_normalization", "weight_normalization"]
+           "layer_normalization", "mean_subtraction", "sync_batch_normalization", "weight_normalization"]
 
 
 def _bn_parameters(fn_name: str, inp: Variable, axes: list[int], fix_parameters: bool,
@@ -155,3 +155,16 @@ def weight_normalization(w: Variable, dim: int = 0, eps: float = 1e-12, g_init=N
                              + eps)
         g = get_parameter_or_create("g", (w.shape[axis],), g_init, True, not fix_parameters)
         return F.weight_normalization(w, g, dim, eps)
+
+
+def mean_subtraction(inp: Variable, base_axis: int = 1, update_running_mean: bool = True,
+                     fix_parameters: bool = False, name: str | None = None) -> Variable:
+    """x minus its running mean (F.mean_subtraction) kept in ``mean_subtraction/mean`` (shape
+    inp.shape[base_axis:]) and the batch count ``mean_subtraction/t``; neither is trained,
+    so ``fix_parameters`` changes nothing, as in nnabla."""
+    with scope(name, "mean_subtraction"):
+        check_input("mean_subtraction", inp, 1)
+        axis = base_axis_of("PF.mean_subtraction", base_axis, inp.ndim)
+        mean = get_parameter_or_create("mean", inp.shape[axis:], ConstantInitializer(0), False)
+        t = get_parameter_or_create("t", (1,), ConstantInitializer(0), False)
+        return F.mean_subtraction(inp, mean, t, base_axis, update_running_mean)

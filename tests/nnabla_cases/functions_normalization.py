@@ -11,6 +11,14 @@ def u(*shape, low=-1.0, high=1.0):
     return R.uniform(low, high, shape).astype(np.float32)
 
 
+def counted(name, shape, rng):
+    """Parameter values with a batch count ``t`` of 3 (mean subtraction's)."""
+    return np.full(shape, 3.0) if name.endswith("/t") else rng.uniform(-1.0, 1.0, shape)
+
+
+RUNNING = (True, False, False)  # x has a gradient; the running mean and count do not
+
+
 CASES = [
     Case("PF.batch_normalization", lambda lib, x: lib.PF.batch_normalization(x), (u(4, 3, 2),)),
     # Layer normalization.
@@ -132,4 +140,21 @@ CASES = [
     Case("PF.weight_normalization fix_parameters",
          lambda lib, w: lib.PF.weight_normalization(w, fix_parameters=True), (u(2, 3),),
          fd=False),  # fixed g gets no gradient; fd would vary it too
+    # Mean subtraction; the updating forms' backward is nnabla's approximation, so no fd.
+    Case("mean_subtraction", lambda lib, x, m, t: lib.F.mean_subtraction(x, m, t),
+         (u(4, 3), u(3), np.array([2.0], np.float32)), need_grad=RUNNING, fd=False),
+    Case("mean_subtraction base_axis 2",
+         lambda lib, x, m, t: lib.F.mean_subtraction(x, m, t, base_axis=2),
+         (u(2, 3, 2), u(2), np.array([0.0], np.float32)), need_grad=RUNNING, fd=False),
+    Case("mean_subtraction base_axis -1",
+         lambda lib, x, m, t: lib.F.mean_subtraction(x, m, t, base_axis=-1),
+         (u(2, 3, 2), u(2), np.array([5.0], np.float32)), need_grad=RUNNING, fd=False),
+    Case("mean_subtraction no update",
+         lambda lib, x, m, t: lib.F.mean_subtraction(x, m, t, update_running_mean=False),
+         (u(4, 3), u(3), np.array([2.0], np.float32)), need_grad=RUNNING),
+    Case("PF.mean_subtraction", lambda lib, x: lib.PF.mean_subtraction(x), (u(3, 2, 2),),
+         params=counted, fd=False),
+    Case("PF.mean_subtraction base_axis 2 no update name",
+         lambda lib, x: lib.PF.mean_subtraction(x, base_axis=2, update_running_mean=False,
+                                                name="ms"), (u(2, 3, 2),), params=counted),
 ]
