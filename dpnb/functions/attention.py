@@ -83,9 +83,8 @@ class AttentionWeights(Function):
         return [((batch * heads, q.shape[0], k.shape[0]), q.dtype)]
 
     def forward(self, xp, xs):
-        q, k = _heads(xs[0], self.num_heads), _heads(xs[1], self.num_heads)
+        q, k = _heads(xs[0] * self.scale, self.num_heads), _heads(xs[1], self.num_heads)
         s = xp.matmul(q, k.swapaxes(-1, -2))
-        s *= self.scale
         n = self.masked
         rest = 2
         if self.has_additive:
@@ -103,14 +102,15 @@ class AttentionWeights(Function):
         w = ys[0].reshape(self.scores_shape)
         g = gys[0].reshape(self.scores_shape)
         gs = g * w
-        gs -= w * gs.sum(axis=-1, keepdims=True)
+        dot = gs.sum(axis=-1, keepdims=True)
+        gs -= w * dot
         grads: list = [None] * len(need_grads)
-        if need_grads[0]:
-            k = _heads(xs[1], self.num_heads)
-            grads[0] = _unheads(xp.matmul(gs, k)) * self.scale
-        if need_grads[1]:
-            q = _heads(xs[0], self.num_heads)
-            grads[1] = _unheads(xp.matmul(gs.swapaxes(-1, -2), q)) * self.scale
+        for i, other in ((0, 1), (1, 0)):
+            if need_grads[i]:
+                scores = gs if i == 0 else gs.swapaxes(-1, -2)
+                g_heads = xp.matmul(scores, _heads(xs[other], self.num_heads))
+                g_heads *= self.scale
+                grads[i] = _unheads(g_heads)
         if self.has_additive and need_grads[2]:
             grads[2] = gs[..., :self.masked].sum(axis=(0, 1))
         return tuple(grads)

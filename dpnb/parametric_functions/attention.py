@@ -110,9 +110,11 @@ def _dropped(x: Variable, dropout: float) -> Variable:
     return F.dropout(x, dropout) if dropout > 0 else x
 
 
-def _residual_norm(x: Variable, sublayer: Variable, dropout: float, name: str) -> Variable:
+def _residual_norm(x: Variable, sublayer: Variable, dropout: float, fix_parameters: bool,
+                   name: str) -> Variable:
     """layer_normalization(x + dropout(sublayer)) over the features of each position."""
-    return layer_normalization(x + _dropped(sublayer, dropout), batch_axis=(0, 1), name=name)
+    return layer_normalization(x + _dropped(sublayer, dropout), batch_axis=(0, 1),
+                               fix_parameters=fix_parameters, name=name)
 
 
 def _feed_forward(x: Variable, embed_dim: int, dim_feedforward: int, dropout: float,
@@ -146,10 +148,10 @@ def transformer_encode(src: Variable, embed_dim: int, num_heads: int, dim_feedfo
         act = _activation("transformer_encode", activation)
         attn = _attention(src, src, num_heads, add_attn_bias, src_additive_mask,
                           src_key_padding_mask, rng, fix_parameters, "src_self_attn")
-        src = _residual_norm(src, attn, dropout, "enc_layer_norm1")
+        src = _residual_norm(src, attn, dropout, fix_parameters, "enc_layer_norm1")
         ff = _feed_forward(src, embed_dim, dim_feedforward, dropout, act, rng, fix_parameters,
                            "enc")
-        return _residual_norm(src, ff, dropout, "enc_layer_norm2")
+        return _residual_norm(src, ff, dropout, fix_parameters, "enc_layer_norm2")
 
 
 def transformer_decode(tgt: Variable, memory: Variable, embed_dim: int, num_heads: int,
@@ -170,13 +172,13 @@ def transformer_decode(tgt: Variable, memory: Variable, embed_dim: int, num_head
         act = _activation("transformer_decode", activation)
         attn = _attention(tgt, tgt, num_heads, add_attn_bias, tgt_additive_mask,
                           tgt_key_padding_mask, rng, fix_parameters, "tgt_self_attn")
-        tgt = _residual_norm(tgt, attn, dropout, "dec_layer_norm1")
+        tgt = _residual_norm(tgt, attn, dropout, fix_parameters, "dec_layer_norm1")
         attn = _attention(tgt, memory, num_heads, add_attn_bias, memory_additive_mask,
                           memory_key_padding_mask, rng, fix_parameters, "tgt_memory_attn")
-        tgt = _residual_norm(tgt, attn, dropout, "dec_layer_norm2")
+        tgt = _residual_norm(tgt, attn, dropout, fix_parameters, "dec_layer_norm2")
         ff = _feed_forward(tgt, embed_dim, dim_feedforward, dropout, act, rng, fix_parameters,
                            "dec")
-        return _residual_norm(tgt, ff, dropout, "dec_layer_norm3")
+        return _residual_norm(tgt, ff, dropout, fix_parameters, "dec_layer_norm3")
 
 
 def transformer(src: Variable, tgt: Variable, embed_dim: int = 512, num_heads: int = 8,
