@@ -1,18 +1,29 @@
-"""Arithmetic and elementwise math."""
+"""Arithmetic and elementwise math: the binary and scalar operators, powers, exp and
+log, trigonometric and hyperbolic functions, rounding, extrema, clipping of values and
+of gradients, and n-ary sums and products."""
 from __future__ import annotations
+
+import math
+from collections.abc import Sequence
 
 import numpy as np
 
-from ..graph import Variable
-from .base import Binary, Scalar, Unary
-
+from ..graph import Function, Variable
+from .base import Binary, Scalar, Unary, argument_error, axes_of, default_outputs
+from .reduction import sum as reduce_sum
 
 __all__ = [
-    "add2", "sub2", "mul2", "div2", "pow2",
+    "add2", "sub2", "mul2", "div2", "pow2", "bc_add2", "add_n", "mul_n",
     "add_scalar", "mul_scalar", "pow_scalar", "r_sub_scalar", "r_div_scalar", "r_pow_scalar",
-    "exp", "log",
+    "exp", "log", "abs", "sign", "sin", "cos", "tan", "asin", "acos", "atan", "atan2",
+    "sinh", "cosh", "asinh", "acosh", "atanh", "sinc", "erf", "floor", "ceil", "round",
+    "maximum2", "minimum2", "maximum_scalar", "minimum_scalar", "mod2",
+    "clip_by_value", "clip_by_norm", "clip_grad_by_value", "clip_grad_by_norm",
+    "reset_nan", "reset_inf",
 ]
 
+
+# -- binary operators --------------------------------------------------------
 
 class Add2(Binary):
     """x0 + x1, with NumPy broadcasting."""
@@ -27,9 +38,22 @@ class Add2(Binary):
         return self.reduce_grads((gy, gy), need_grads)
 
 
-def add2(x0: Variable, x1: Variable, inplace: bool = False) -> Variable:
+def add2(x0: Variable, x1: Variable, inplace: bool = False, n_outputs: int = -1,
+         outputs=None) -> Variable:
     """Elementwise sum (broadcasting)."""
+    default_outputs("F.add2", n_outputs, outputs)
     return Add2()(x0, x1)
+
+
+class BcAdd2(Add2):
+    """x0 + x1 with broadcasting, under nnabla's name for it."""
+
+
+def bc_add2(x0: Variable, x1: Variable, inplace: bool = False, n_outputs: int = -1,
+            outputs=None) -> Variable:
+    """Elementwise sum with broadcasting (what nnabla's ``+`` uses; the same as add2)."""
+    default_outputs("F.bc_add2", n_outputs, outputs)
+    return BcAdd2()(x0, x1)
 
 
 class Sub2(Binary):
@@ -45,8 +69,10 @@ class Sub2(Binary):
         return self.reduce_grads((gy, -gy if need_grads[1] else None), need_grads)
 
 
-def sub2(x0: Variable, x1: Variable, inplace: bool = False) -> Variable:
+def sub2(x0: Variable, x1: Variable, inplace: bool = False, n_outputs: int = -1,
+         outputs=None) -> Variable:
     """Elementwise difference (broadcasting)."""
+    default_outputs("F.sub2", n_outputs, outputs)
     return Sub2()(x0, x1)
 
 
@@ -63,8 +89,10 @@ class Mul2(Binary):
         return self.reduce_grads((g0, g1), need_grads)
 
 
-def mul2(x0: Variable, x1: Variable, inplace: bool = False) -> Variable:
+def mul2(x0: Variable, x1: Variable, inplace: bool = False, n_outputs: int = -1,
+         outputs=None) -> Variable:
     """Elementwise product (broadcasting)."""
+    default_outputs("F.mul2", n_outputs, outputs)
     return Mul2()(x0, x1)
 
 
@@ -81,8 +109,10 @@ class Div2(Binary):
         return self.reduce_grads((g0, g1), need_grads)
 
 
-def div2(x0: Variable, x1: Variable, inplace: bool = False) -> Variable:
+def div2(x0: Variable, x1: Variable, inplace: bool = False, n_outputs: int = -1,
+         outputs=None) -> Variable:
     """Elementwise quotient (broadcasting)."""
+    default_outputs("F.div2", n_outputs, outputs)
     return Div2()(x0, x1)
 
 
@@ -101,10 +131,173 @@ class Pow2(Binary):
         return self.reduce_grads((g0, g1), need_grads)
 
 
-def pow2(x0: Variable, x1: Variable, inplace: bool = False) -> Variable:
+def pow2(x0: Variable, x1: Variable, inplace: bool = False, n_outputs: int = -1,
+         outputs=None) -> Variable:
     """Elementwise power x0 ** x1 (broadcasting); the gradient to x1 needs x0 > 0."""
+    default_outputs("F.pow2", n_outputs, outputs)
     return Pow2()(x0, x1)
 
+
+class Atan2(Binary):
+    """The angle of the point (x1, x0): arctan(x0 / x1) in the right quadrant."""
+
+    def forward(self, xp, xs):
+        return (xp.arctan2(xs[0], xs[1]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (x0, x1), (gy,) = xs, gys
+        scale = gy / (x0 * x0 + x1 * x1)
+        return self.reduce_grads((scale * x1, -scale * x0), need_grads)
+
+
+def atan2(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """Elementwise arctan(x0 / x1) over all four quadrants (broadcasting)."""
+    default_outputs("F.atan2", n_outputs, outputs)
+    return Atan2()(x0, x1)
+
+
+class Maximum2(Binary):
+    """The larger of x0 and x1; on a tie the gradient goes to x1, as in nnabla."""
+
+    def forward(self, xp, xs):
+        return (xp.maximum(xs[0], xs[1]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (x0, x1), (gy,) = xs, gys
+        first = x0 > x1
+        return self.reduce_grads((gy * first, gy * ~first), need_grads)
+
+
+def maximum2(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """Elementwise maximum of two variables (broadcasting)."""
+    default_outputs("F.maximum2", n_outputs, outputs)
+    return Maximum2()(x0, x1)
+
+
+class Minimum2(Binary):
+    """The smaller of x0 and x1; on a tie the gradient goes to x1, as in nnabla."""
+
+    def forward(self, xp, xs):
+        return (xp.minimum(xs[0], xs[1]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (x0, x1), (gy,) = xs, gys
+        first = x0 < x1
+        return self.reduce_grads((gy * first, gy * ~first), need_grads)
+
+
+def minimum2(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """Elementwise minimum of two variables (broadcasting)."""
+    default_outputs("F.minimum2", n_outputs, outputs)
+    return Minimum2()(x0, x1)
+
+
+class Mod2(Binary):
+    """The remainder of x0 / x1: C's fmod (sign of x0) for float inputs or ``fmod``,
+    else Python's mod (sign of x1).  No gradient, as in nnabla."""
+
+    differentiable = False
+
+    def __init__(self, fmod: bool):
+        self.fmod = bool(fmod)
+
+    def setup(self, inputs):
+        self.truncating = self.fmod or np.issubdtype(inputs[0].dtype, np.floating)
+        return super().setup(inputs)
+
+    def forward(self, xp, xs):
+        return ((xp.fmod if self.truncating else xp.mod)(xs[0], xs[1]),)
+
+
+def mod2(x0: Variable, x1: Variable, fmod: bool = False, n_outputs: int = -1,
+         outputs=None) -> Variable:
+    """Elementwise remainder (broadcasting): numpy.fmod where x0 is float or ``fmod``,
+    else numpy.mod; not differentiable."""
+    default_outputs("F.mod2", n_outputs, outputs)
+    return Mod2(fmod)(x0, x1)
+
+
+# -- n-ary sums and products ----------------------------------------------------
+
+class _NAry(Function):
+    """Base of the functions of one or more inputs of one shape, combined elementwise."""
+
+    def setup(self, inputs):
+        if not inputs:
+            raise self.error("needs at least one input variable, got none")
+        shape = inputs[0].shape
+        for i, x in enumerate(inputs[1:], 1):
+            if x.shape != shape:
+                raise self.error(f"every input must have the shape of input 0, {shape}; input "
+                                 f"{i} has {x.shape}; broadcast or reshape the inputs first")
+        return [(shape, np.result_type(*[x.dtype for x in inputs]))]
+
+
+def _only_outputs_keywords(owner: str, kw: dict) -> None:
+    """The keywords a variadic nnabla function takes besides its inputs."""
+    unknown = sorted(set(kw) - {"n_outputs", "outputs"})
+    if unknown:
+        raise argument_error(owner, f"takes the input variables and n_outputs / outputs only, "
+                                    f"got keyword(s) {', '.join(unknown)}")
+    default_outputs(owner, kw.get("n_outputs", -1), kw.get("outputs"))
+
+
+class AddN(_NAry):
+    """x[0] + ... + x[n-1]."""
+
+    grad_depends_on_inputs = False
+
+    def forward(self, xp, xs):
+        y = xs[0].astype(self.outputs[0].dtype, copy=True)
+        for x in xs[1:]:
+            y += x
+        return (y,)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return tuple(gys[0] if need else None for need in need_grads)
+
+
+def add_n(*x: Variable, **kw) -> Variable:
+    """Elementwise sum of one or more variables of one shape."""
+    _only_outputs_keywords("F.add_n", kw)
+    return AddN()(*x)
+
+
+class MulN(_NAry):
+    """x[0] * ... * x[n-1]; each gradient is the product of the other inputs (exact
+    where inputs are zero)."""
+
+    def forward(self, xp, xs):
+        y = xs[0].astype(self.outputs[0].dtype, copy=True)
+        for x in xs[1:]:
+            y *= x
+        return (y,)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        # before[i] is the product of xs[:i], after[i] that of xs[i + 1:]
+        n = len(xs)
+        before, after = [None] * n, [None] * n
+        for i in range(1, n):
+            before[i] = xs[0] if i == 1 else before[i - 1] * xs[i - 1]
+        for i in range(n - 2, -1, -1):
+            after[i] = xs[n - 1] if i == n - 2 else after[i + 1] * xs[i + 1]
+        grads = []
+        for need, parts in zip(need_grads, zip(before, after)):
+            g = gys[0] if need else None
+            for part in parts:
+                if need and part is not None:
+                    g = g * part
+            grads.append(g)
+        return tuple(grads)
+
+
+def mul_n(*x: Variable, **kw) -> Variable:
+    """Elementwise product of one or more variables of one shape."""
+    _only_outputs_keywords("F.mul_n", kw)
+    return MulN()(*x)
+
+
+# -- scalar operators ------------------------------------------------------------
 
 class AddScalar(Scalar):
     """x + val."""
@@ -118,8 +311,10 @@ class AddScalar(Scalar):
         return (gys[0],)
 
 
-def add_scalar(x: Variable, val: float = 1, inplace: bool = False) -> Variable:
+def add_scalar(x: Variable, val: float = 1, inplace: bool = False, n_outputs: int = -1,
+               outputs=None) -> Variable:
     """Add a number to every element."""
+    default_outputs("F.add_scalar", n_outputs, outputs)
     return AddScalar(val)(x)
 
 
@@ -135,8 +330,10 @@ class MulScalar(Scalar):
         return (gys[0] * self.val,)
 
 
-def mul_scalar(x: Variable, val: float = 1, inplace: bool = False) -> Variable:
+def mul_scalar(x: Variable, val: float = 1, inplace: bool = False, n_outputs: int = -1,
+               outputs=None) -> Variable:
     """Multiply every element by a number."""
+    default_outputs("F.mul_scalar", n_outputs, outputs)
     return MulScalar(val)(x)
 
 
@@ -150,8 +347,10 @@ class PowScalar(Scalar):
         return (gys[0] * self.val * xs[0] ** (self.val - 1),)
 
 
-def pow_scalar(x: Variable, val: float = 1, inplace: bool = False) -> Variable:
+def pow_scalar(x: Variable, val: float = 1, inplace: bool = False, n_outputs: int = -1,
+               outputs=None) -> Variable:
     """Raise every element to the power ``val``."""
+    default_outputs("F.pow_scalar", n_outputs, outputs)
     return PowScalar(val)(x)
 
 
@@ -167,8 +366,9 @@ class RSubScalar(Scalar):
         return (-gys[0],)
 
 
-def r_sub_scalar(x: Variable, val: float = 1) -> Variable:
+def r_sub_scalar(x: Variable, val: float = 1, n_outputs: int = -1, outputs=None) -> Variable:
     """A number minus every element (``val - x``)."""
+    default_outputs("F.r_sub_scalar", n_outputs, outputs)
     return RSubScalar(val)(x)
 
 
@@ -183,8 +383,9 @@ class RDivScalar(Scalar):
         return (-gys[0] * self.val / (x * x),)
 
 
-def r_div_scalar(x: Variable, val: float = 1) -> Variable:
+def r_div_scalar(x: Variable, val: float = 1, n_outputs: int = -1, outputs=None) -> Variable:
     """A number divided by every element (``val / x``)."""
+    default_outputs("F.r_div_scalar", n_outputs, outputs)
     return RDivScalar(val)(x)
 
 
@@ -201,10 +402,79 @@ class RPowScalar(Scalar):
         return (gys[0] * ys[0] * float(np.log(self.val)),)
 
 
-def r_pow_scalar(x: Variable, val: float = 1) -> Variable:
+def r_pow_scalar(x: Variable, val: float = 1, n_outputs: int = -1, outputs=None) -> Variable:
     """A number raised to every element (``val ** x``); differentiable for val > 0."""
+    default_outputs("F.r_pow_scalar", n_outputs, outputs)
     return RPowScalar(val)(x)
 
+
+class MaximumScalar(Scalar):
+    """max(x, val); where x equals val the gradient is 0, as in nnabla."""
+
+    def forward(self, xp, xs):
+        return (xp.maximum(xs[0], self.val),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (gys[0] * (xs[0] > self.val),)
+
+
+def maximum_scalar(x: Variable, val: float = 1.0, n_outputs: int = -1,
+                   outputs=None) -> Variable:
+    """Every element raised to at least ``val``."""
+    default_outputs("F.maximum_scalar", n_outputs, outputs)
+    return MaximumScalar(val)(x)
+
+
+class MinimumScalar(Scalar):
+    """min(x, val); where x equals val the gradient is 0, as in nnabla."""
+
+    def forward(self, xp, xs):
+        return (xp.minimum(xs[0], self.val),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (gys[0] * (xs[0] < self.val),)
+
+
+def minimum_scalar(x: Variable, val: float = 1.0, n_outputs: int = -1,
+                   outputs=None) -> Variable:
+    """Every element lowered to at most ``val``."""
+    default_outputs("F.minimum_scalar", n_outputs, outputs)
+    return MinimumScalar(val)(x)
+
+
+class ResetNaN(Scalar):
+    """x with its NaNs replaced by val; they pass no gradient."""
+
+    def forward(self, xp, xs):
+        return (xp.where(xp.isnan(xs[0]), self.val, xs[0]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (gys[0] * ~xp.isnan(xs[0]),)
+
+
+def reset_nan(x0: Variable, val: float = 0, n_outputs: int = -1, outputs=None) -> Variable:
+    """NaNs replaced by ``val``."""
+    default_outputs("F.reset_nan", n_outputs, outputs)
+    return ResetNaN(val)(x0)
+
+
+class ResetInf(Scalar):
+    """x with its infinities (either sign) replaced by val; they pass no gradient."""
+
+    def forward(self, xp, xs):
+        return (xp.where(xp.isinf(xs[0]), self.val, xs[0]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (gys[0] * ~xp.isinf(xs[0]),)
+
+
+def reset_inf(x0: Variable, val: float = 0, n_outputs: int = -1, outputs=None) -> Variable:
+    """Infinities (-inf and inf) replaced by ``val``."""
+    default_outputs("F.reset_inf", n_outputs, outputs)
+    return ResetInf(val)(x0)
+
+
+# -- functions of one variable ---------------------------------------------------
 
 class Exp(Unary):
     """exp(x); its gradient is its output."""
@@ -219,8 +489,9 @@ class Exp(Unary):
         return (gys[0] * ys[0],)
 
 
-def exp(x: Variable) -> Variable:
+def exp(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """Elementwise natural exponential."""
+    default_outputs("F.exp", n_outputs, outputs)
     return Exp()(x)
 
 
@@ -234,6 +505,431 @@ class Log(Unary):
         return (gys[0] / xs[0],)
 
 
-def log(x: Variable) -> Variable:
+def log(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """Elementwise natural logarithm."""
+    default_outputs("F.log", n_outputs, outputs)
     return Log()(x)
+
+
+class Abs(Unary):
+    """|x|; at 0 the gradient is +1, as in nnabla."""
+
+    def forward(self, xp, xs):
+        return (xp.abs(xs[0]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (xp.where(xs[0] >= 0, gys[0], -gys[0]),)
+
+
+def abs(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """Elementwise absolute value."""
+    default_outputs("F.abs", n_outputs, outputs)
+    return Abs()(x)
+
+
+class Sin(Unary):
+    """sin(x)."""
+
+    def forward(self, xp, xs):
+        return (xp.sin(xs[0]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (gys[0] * xp.cos(xs[0]),)
+
+
+def sin(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """Elementwise sine."""
+    default_outputs("F.sin", n_outputs, outputs)
+    return Sin()(x)
+
+
+class Cos(Unary):
+    """cos(x)."""
+
+    def forward(self, xp, xs):
+        return (xp.cos(xs[0]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (-gys[0] * xp.sin(xs[0]),)
+
+
+def cos(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """Elementwise cosine."""
+    default_outputs("F.cos", n_outputs, outputs)
+    return Cos()(x)
+
+
+class Tan(Unary):
+    """tan(x); its gradient 1 + y**2 comes from the output."""
+
+    grad_depends_on_inputs = False
+    grad_depends_on_outputs = True
+
+    def forward(self, xp, xs):
+        return (xp.tan(xs[0]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (gys[0] * (1 + ys[0] * ys[0]),)
+
+
+def tan(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """Elementwise tangent."""
+    default_outputs("F.tan", n_outputs, outputs)
+    return Tan()(x)
+
+
+class ASin(Unary):
+    """arcsin(x), for |x| <= 1."""
+
+    def forward(self, xp, xs):
+        return (xp.arcsin(xs[0]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (gys[0] / xp.sqrt(1 - xs[0] * xs[0]),)
+
+
+def asin(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """Elementwise inverse sine."""
+    default_outputs("F.asin", n_outputs, outputs)
+    return ASin()(x)
+
+
+class ACos(Unary):
+    """arccos(x), for |x| <= 1."""
+
+    def forward(self, xp, xs):
+        return (xp.arccos(xs[0]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (-gys[0] / xp.sqrt(1 - xs[0] * xs[0]),)
+
+
+def acos(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """Elementwise inverse cosine."""
+    default_outputs("F.acos", n_outputs, outputs)
+    return ACos()(x)
+
+
+class ATan(Unary):
+    """arctan(x)."""
+
+    def forward(self, xp, xs):
+        return (xp.arctan(xs[0]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (gys[0] / (1 + xs[0] * xs[0]),)
+
+
+def atan(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """Elementwise inverse tangent."""
+    default_outputs("F.atan", n_outputs, outputs)
+    return ATan()(x)
+
+
+class Sinh(Unary):
+    """sinh(x)."""
+
+    def forward(self, xp, xs):
+        return (xp.sinh(xs[0]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (gys[0] * xp.cosh(xs[0]),)
+
+
+def sinh(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """Elementwise hyperbolic sine."""
+    default_outputs("F.sinh", n_outputs, outputs)
+    return Sinh()(x)
+
+
+class Cosh(Unary):
+    """cosh(x)."""
+
+    def forward(self, xp, xs):
+        return (xp.cosh(xs[0]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (gys[0] * xp.sinh(xs[0]),)
+
+
+def cosh(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """Elementwise hyperbolic cosine."""
+    default_outputs("F.cosh", n_outputs, outputs)
+    return Cosh()(x)
+
+
+class ASinh(Unary):
+    """arsinh(x)."""
+
+    def forward(self, xp, xs):
+        return (xp.arcsinh(xs[0]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (gys[0] / xp.sqrt(xs[0] * xs[0] + 1),)
+
+
+def asinh(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """Elementwise inverse hyperbolic sine."""
+    default_outputs("F.asinh", n_outputs, outputs)
+    return ASinh()(x)
+
+
+class ACosh(Unary):
+    """arcosh(x), for x >= 1."""
+
+    def forward(self, xp, xs):
+        return (xp.arccosh(xs[0]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (gys[0] / xp.sqrt(xs[0] * xs[0] - 1),)
+
+
+def acosh(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """Elementwise inverse hyperbolic cosine."""
+    default_outputs("F.acosh", n_outputs, outputs)
+    return ACosh()(x)
+
+
+class ATanh(Unary):
+    """artanh(x), for |x| < 1."""
+
+    def forward(self, xp, xs):
+        return (xp.arctanh(xs[0]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (gys[0] / (1 - xs[0] * xs[0]),)
+
+
+def atanh(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """Elementwise inverse hyperbolic tangent."""
+    default_outputs("F.atanh", n_outputs, outputs)
+    return ATanh()(x)
+
+
+class Sinc(Unary):
+    """sin(x) / x (unnormalised, unlike numpy.sinc), 1 at x = 0 where the gradient is 0."""
+
+    def forward(self, xp, xs):
+        (x,) = xs
+        zero = x == 0
+        safe = xp.where(zero, 1, x)
+        return (xp.where(zero, 1, xp.sin(safe) / safe),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (x,) = xs
+        zero = x == 0
+        safe = xp.where(zero, 1, x)
+        slope = (xp.cos(safe) - xp.sin(safe) / safe) / safe
+        return (gys[0] * xp.where(zero, 0, slope),)
+
+
+def sinc(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """Elementwise sin(x) / x, with 1 at 0."""
+    default_outputs("F.sinc", n_outputs, outputs)
+    return Sinc()(x)
+
+
+_SERIES_TERMS = 80     # of erf's power series, enough to 1e-16 for |x| < 3
+_FRACTION_DEPTH = 60   # of erfc's continued fraction, enough to 1e-16 for |x| >= 3
+
+
+def _erf(xp, x):
+    """erf by array operations only (NumPy has none; CuPy's lives elsewhere), in float64:
+    its power series 2/sqrt(pi) exp(-z^2) sum_n (2 z^2)^n z / (1 3 ... (2n+1)) below
+    |x| = 3, where every term is positive, and above it 1 - erfc(z) by the continued
+    fraction erfc(z) = exp(-z^2) / sqrt(pi) / (z + (1/2) / (z + 1 / (z + (3/2) / ...)))."""
+    z = xp.abs(x.astype(np.float64))
+    small = xp.minimum(z, 3.0)
+    square = small * small
+    term = small.copy()
+    total = small.copy()
+    for n in range(1, _SERIES_TERMS):
+        term *= 2 * square / (2 * n + 1)
+        total += term
+    series = 2 / math.sqrt(math.pi) * xp.exp(-square) * total
+    large = xp.maximum(z, 3.0)
+    fraction = large.copy()
+    for k in range(_FRACTION_DEPTH, 0, -1):
+        fraction = large + (k / 2) / fraction
+    tail = 1 - xp.exp(-large * large) / (math.sqrt(math.pi) * fraction)
+    return (xp.sign(x) * xp.where(z < 3, series, tail)).astype(x.dtype)
+
+
+class Erf(Unary):
+    """The error function 2/sqrt(pi) int_0^x exp(-t^2) dt."""
+
+    def forward(self, xp, xs):
+        return (_erf(xp, xs[0]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (x,) = xs
+        return (gys[0] * (2 / math.sqrt(math.pi)) * xp.exp(-x * x),)
+
+
+def erf(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """Elementwise error function."""
+    default_outputs("F.erf", n_outputs, outputs)
+    return Erf()(x)
+
+
+class _StraightThrough(Unary):
+    """Base of the piecewise-constant functions whose backward passes the output
+    gradient through unchanged (the straight-through estimator), as nnabla's do."""
+
+    grad_depends_on_inputs = False
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (gys[0],)
+
+
+class Floor(_StraightThrough):
+    """The largest integer <= x."""
+
+    def forward(self, xp, xs):
+        return (xp.floor(xs[0]),)
+
+
+def floor(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """Elementwise floor; the gradient passes straight through."""
+    default_outputs("F.floor", n_outputs, outputs)
+    return Floor()(x)
+
+
+class Ceil(_StraightThrough):
+    """The smallest integer >= x."""
+
+    def forward(self, xp, xs):
+        return (xp.ceil(xs[0]),)
+
+
+def ceil(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """Elementwise ceiling; the gradient passes straight through."""
+    default_outputs("F.ceil", n_outputs, outputs)
+    return Ceil()(x)
+
+
+class Round(_StraightThrough):
+    """The nearest integer, halves away from zero (C's round, not NumPy's to-even)."""
+
+    def forward(self, xp, xs):
+        (x,) = xs
+        whole = xp.trunc(x)
+        return (xp.where(xp.abs(x - whole) >= 0.5, whole + xp.sign(x), whole),)
+
+
+def round(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """Elementwise rounding, halves away from zero; the gradient passes straight through."""
+    default_outputs("F.round", n_outputs, outputs)
+    return Round()(x)
+
+
+class Sign(_StraightThrough):
+    """1 for x > 0, -1 for x < 0 and alpha at 0."""
+
+    def __init__(self, alpha: float):
+        self.alpha = float(alpha)
+
+    def forward(self, xp, xs):
+        (x,) = xs
+        return (xp.where(x > 0, 1, xp.where(x < 0, -1, self.alpha)).astype(x.dtype),)
+
+
+def sign(x: Variable, alpha: float = 1.0, n_outputs: int = -1, outputs=None) -> Variable:
+    """Elementwise sign, ``alpha`` at 0; the gradient passes straight through."""
+    default_outputs("F.sign", n_outputs, outputs)
+    return Sign(alpha)(x)
+
+
+# -- clipping ---------------------------------------------------------------------
+
+def _is_number(value) -> bool:
+    return np.isscalar(value) and not isinstance(value, (str, bytes))
+
+
+def clip_by_value(x: Variable, min: Variable | float, max: Variable | float) -> Variable:
+    """``x`` clipped to [min, max], each a number or a variable (broadcasting):
+    minimum(maximum(x, min), max), with those functions' gradients."""
+    bounds = []
+    for name, bound in (("min", min), ("max", max)):
+        if not (_is_number(bound) or isinstance(bound, Variable)):
+            raise argument_error("F.clip_by_value", f"{name} must be a number or an "
+                                 f"nn.Variable, got {type(bound).__name__}")
+        bounds.append(bound)
+    low, high = bounds
+    y = maximum_scalar(x, low) if _is_number(low) else maximum2(x, low)
+    return minimum_scalar(y, high) if _is_number(high) else minimum2(y, high)
+
+
+def clip_by_norm(x: Variable, clip_norm: Variable | float,
+                 axis: int | Sequence[int] | None = None) -> Variable:
+    """``x`` scaled down where its L2 norm over ``axis`` (None: all axes) exceeds
+    ``clip_norm``: x * clip_norm / max(norm, clip_norm), as a graph of functions."""
+    axes = axes_of("F.clip_by_norm", axis, x.ndim, "axis")
+    norm = pow_scalar(reduce_sum(pow_scalar(x, 2.0), axes, True), 0.5)
+    if isinstance(clip_norm, Variable):
+        return x * clip_norm / maximum2(norm, clip_norm)
+    if not _is_number(clip_norm) or not clip_norm > 0:
+        raise argument_error("F.clip_by_norm", f"clip_norm must be a positive number or an "
+                                               f"nn.Variable, got {clip_norm!r}")
+    return x * clip_norm / maximum_scalar(norm, clip_norm)
+
+
+class ClipGradByValue(Function):
+    """The identity forward; backward clips the output gradient to [min, max]
+    elementwise (min and max are inputs of x's shape that get no gradient)."""
+
+    def setup(self, inputs):
+        x, low, high = inputs
+        for name, bound in (("min", low), ("max", high)):
+            if bound.shape != x.shape:
+                raise self.error(f"{name} must have the shape of x, {x.shape}, got {bound.shape}; "
+                                 f"broadcast it first, e.g. F.broadcast({name}, x.shape)")
+        return [(x.shape, x.dtype)]
+
+    def forward(self, xp, xs):
+        return (xs[0].copy(),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (_, low, high), (gy,) = xs, gys
+        return (xp.where(gy > high, high, xp.where(gy < low, low, gy)), None, None)
+
+
+def clip_grad_by_value(x: Variable, min: Variable, max: Variable, n_outputs: int = -1,
+                       outputs=None) -> Variable:
+    """``x`` unchanged; its gradient clipped to [min, max] elementwise in backward."""
+    default_outputs("F.clip_grad_by_value", n_outputs, outputs)
+    return ClipGradByValue()(x, min, max)
+
+
+class ClipGradByNorm(Unary):
+    """The identity forward; backward rescales the output gradient to L2 norm
+    clip_norm over ``axes`` (always, not only where it is larger, as in nnabla)."""
+
+    grad_depends_on_inputs = False
+
+    def __init__(self, clip_norm: float, axes):
+        self.clip_norm = clip_norm
+        self.axes = axes
+
+    def setup(self, inputs):
+        if not _is_number(self.clip_norm):
+            raise self.error(f"clip_norm must be a number, got {type(self.clip_norm).__name__}")
+        self.reduced = axes_of(self, self.axes, inputs[0].ndim)
+        return super().setup(inputs)
+
+    def forward(self, xp, xs):
+        return (xs[0].copy(),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (gy,) = gys
+        norm = xp.sqrt((gy * gy).sum(axis=self.reduced, keepdims=True))
+        return (gy * (self.clip_norm / norm),)
+
+
+def clip_grad_by_norm(x: Variable, clip_norm: float | None = None,
+                      axes: int | Sequence[int] | None = None, n_outputs: int = -1,
+                      outputs=None) -> Variable:
+    """``x`` unchanged; in backward its gradient rescaled to L2 norm ``clip_norm``
+    (None: 1) over ``axes`` (None: all axes; an empty tuple: each element)."""
+    default_outputs("F.clip_grad_by_norm", n_outputs, outputs)
+    return ClipGradByNorm(1.0 if clip_norm is None else clip_norm, axes)(x)
