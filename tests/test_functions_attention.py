@@ -144,6 +144,34 @@ def test_transformer_layers_pass_fix_parameters_and_rng_down(rng):
         np.testing.assert_array_equal(p.d, first[name], err_msg=name)
 
 
+def test_cleared_buffers_give_the_same_gradients(rng):
+    x = _var(rng.randn(3, 2, 4), need_grad=True)
+    y = F.mean(PF.transformer_encode(x, 4, 2, dim_feedforward=6, dropout=0.0,
+                                     add_attn_bias=True) ** 2)
+    y.forward()
+    y.backward()
+    kept = [x.g.copy()] + [p.g.copy() for p in nn.get_parameters().values()]
+    x.grad.zero()
+    for p in nn.get_parameters().values():
+        p.grad.zero()
+    y.forward(clear_no_need_grad=True)
+    y.backward(clear_buffer=True)
+    cleared = [x.g] + [p.g for p in nn.get_parameters().values()]
+    for a, b in zip(kept, cleared):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_a_sample_with_only_padding_keys_gets_nan_weights_as_in_nnabla(rng):
+    x = _var(rng.randn(3, 2, 4))
+    pad = _var([[1, 1, 1], [0, 0, 1]])
+    y, w = PF.multi_head_attention(x, x, x, num_heads=2, key_padding_mask=pad)
+    with np.errstate(invalid="ignore"):
+        nn.forward_all([y, w])
+    assert np.isnan(w.d[:2]).all() and np.isnan(y.d[:, 0]).all()
+    np.testing.assert_allclose(w.d[2:].sum(axis=-1), 1, rtol=1e-6)
+    assert (w.d[2:, :, 2] == 0).all()
+
+
 def test_eager_mode(rng):
     with nn.auto_forward():
         x = _var(rng.randn(3, 2, 4))
