@@ -80,6 +80,10 @@ CASES = [
     Case("F.multi_head_attention self-attention L_S=L_T", mha(), mha_inputs(s=L)),
     Case("F.multi_head_attention no biases, other dims", mha(biases=False),
          mha_inputs(dq=3, dk=5, dv=2, e=6, ev=4, eout=3, biases=False)),
+    Case("F.multi_head_attention only k_bias and out_bias",
+         lambda lib, q, k, v, qw, kw, vw, ow, kb, ob: lib.F.multi_head_attention(
+             q, k, v, 2, qw, kw, vw, ow, k_bias=kb, out_bias=ob),
+         mha_inputs(biases=False) + (u(E), u(E))),
     Case("F.multi_head_attention attn_bias_k/v", mha(attn_bias=True),
          mha_inputs(attn_bias=True)),
     Case("F.multi_head_attention additive_mask", mha(mask=True),
