@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DpnbError
 from ..graph import Function, Variable
 from .base import argument_error
 from .nn import affine
@@ -143,7 +142,7 @@ class AttentionOutput(Function):
 
 def _check_shape(condition: bool, message: str) -> None:
     if not condition:
-        raise DpnbError(f"{_NAME}: {message}")
+        raise argument_error(_NAME, message)
 
 
 def _checked_inputs(query, key, value, num_heads, weights, attn_bias_k, attn_bias_v,
