@@ -236,3 +236,146 @@ def test_gpu_matches_cpu(name, rng):
     assert len(gpu) == len(cpu)
     for g, c in zip(gpu, cpu):
         np.testing.assert_allclose(g, c, rtol=1e-10, atol=1e-12)
+
+
+def _probabilities(rng, *shape, axis=-1):
+    p = rng.uniform(0.2, 1.0, shape)
+    return p / p.sum(axis=axis, keepdims=True)
+
+
+@pytest.mark.parametrize("base_axis, axes", [(0, (0, 1, 2)), (1, (1, 2)), (2, (2,)), (-1, (2,))])
+def test_kl_multinomial_sums_from_base_axis(base_axis, axes, rng):
+    p, q = _probabilities(rng, 2, 3, 2), _probabilities(rng, 2, 3, 2)
+    y = check_grad(lambda a, b: F.kl_multinomial(a, b, base_axis=base_axis), [p, q],
+                   atol=1e-6, rtol=1e-5)
+    lead = p.shape[:base_axis % 3]
+    np.testing.assert_allclose(y.d, (p * np.log(p / q)).sum(axis=axes).reshape(lead + (1,)), rtol=1e-7)
+
+
+def test_kl_multinomial_of_a_zero_probability_is_finite():
+    p = nn.Variable.from_numpy_array(np.array([[0.0, 1.0]]))
+    q = nn.Variable.from_numpy_array(np.array([[0.5, 0.5]]))
+    y = F.kl_multinomial(p, q)
+    y.forward()
+    np.testing.assert_allclose(y.d, [[np.log(2)]], rtol=1e-7)
+
+
+def test_binary_cross_entropy_values_and_clamping():
+    x = nn.Variable.from_numpy_array(np.array([0.0, 1.0, 0.25, 1e-9], np.float32), need_grad=True)
+    t = nn.Variable.from_numpy_array(np.array([0.0, 1.0, 0.5, 1.0], np.float32), need_grad=True)
+    y = F.binary_cross_entropy(x, t)
+    with np.errstate(divide="raise", invalid="raise"):
+        y.forward()
+        y.backward(np.ones(4))
+    floor = -np.log(np.finfo(np.float32).tiny)  # 87.34, nnabla's values at 0 and 1
+    np.testing.assert_allclose(y.d, [0, 0, -(0.5 * np.log(0.25) + 0.5 * np.log(0.75)), -np.log(1e-9)],
+                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(x.g, [0, 0, (0.25 - 0.5) / (0.25 * 0.75), -1e9], rtol=1e-5)
+    np.testing.assert_allclose(t.g, [floor, -floor, np.log(0.75 / 0.25), -np.log(1e-9)], rtol=1e-5)
+
+
+def test_categorical_cross_entropy_reference(rng):
+    x = _probabilities(rng, 3, 4, 2, axis=1)
+    t = _labels(rng, x.shape, 1)
+    y = check_grad(lambda a, b: F.categorical_cross_entropy(a, b, axis=1), [x, t],
+                   need_grad=[True, False])
+    np.testing.assert_allclose(y.d, -np.log(np.take_along_axis(x, t, axis=1)), rtol=1e-12)
+
+
+def test_categorical_cross_entropy_of_probability_zero_is_finite():
+    x = nn.Variable.from_numpy_array(np.array([[0.0, 1.0]], np.float32), need_grad=True)
+    y = F.categorical_cross_entropy(x, nn.Variable.from_numpy_array(np.array([[0]])))
+    y.forward()
+    y.backward(np.ones((1, 1)))
+    np.testing.assert_allclose(y.d, [[-np.log(np.finfo(np.float32).tiny)]], rtol=1e-6)
+    assert np.isfinite(x.g).all()
+
+
+def test_categorical_cross_entropy_rejects_a_label_that_is_no_class():
+    """nnabla 1.39 reads past the row for such a label; dpnb says what is wrong."""
+    y = F.categorical_cross_entropy(nn.Variable((2, 3)),
+                                    nn.Variable.from_numpy_array(np.array([[1], [3]])))
+    with pytest.raises(DpnbError, match=r"CategoricalCrossEntropy: target holds 3, but labels must "
+                                        r"be integers in \[0, 3\) for 3 classes on axis 1"):
+        y.forward()
+
+
+@pytest.mark.parametrize("delta", [1.0, 0.5, 2.0])
+def test_huber_loss_reference(delta, rng):
+    a = rng.uniform(-3, 3, (4, 5))
+    b = a - rng.choice([-1, 1], a.shape) * rng.choice([0.3 * delta, 1.7 * delta, 2.5 * delta], a.shape)
+    y = check_grad(lambda u, v: F.huber_loss(u, v, delta=delta), [a, b])
+    d = np.abs(a - b)
+    np.testing.assert_allclose(y.d, np.where(d < delta, d ** 2, delta * (2 * d - delta)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.4])
+def test_absolute_and_epsilon_insensitive_reference(epsilon, rng):
+    a = rng.uniform(-2, 2, (4, 5))
+    b = a - rng.choice([-1, 1], a.shape) * rng.choice([0.2, 0.6, 1.5], a.shape)
+    y = check_grad(lambda u, v: F.epsilon_insensitive_loss(u, v, epsilon), [a, b])
+    np.testing.assert_allclose(y.d, np.maximum(np.abs(a - b) - epsilon, 0), rtol=1e-12)
+    z = check_grad(F.absolute_error, [a, b[:1]])
+    np.testing.assert_allclose(z.d, np.abs(a - b[:1]), rtol=1e-12)
+
+
+def test_binary_error_thresholds_at_one_half_and_has_no_gradient():
+    x = nn.Variable.from_numpy_array(np.array([0.5, 0.49, 0.51, 0.2, 0.9]), need_grad=True)
+    t = nn.Variable.from_numpy_array(np.array([0.5, 0.5, 0.49, 0.7, 1.0]))
+    y = F.binary_error(x, t)
+    assert not y.need_grad
+    y.forward()
+    np.testing.assert_array_equal(y.d, [0, 1, 1, 1, 0])
+
+
+@pytest.mark.parametrize("fn, name, first, second", [
+    (F.binary_cross_entropy, "BinaryCrossEntropy", "x", "target"),
+    (F.binary_error, "BinaryError", "x", "target"),
+    (F.kl_multinomial, "KLMultinomial", "p", "q")])
+def test_same_shape_losses_check_shapes(fn, name, first, second):
+    with pytest.raises(DpnbError, match=rf"{name}: {second} must have {first}'s shape \(2, 3\), "
+                                        r"got \(1, 3\)"):
+        fn(nn.Variable((2, 3)), nn.Variable((1, 3)))
+
+
+def test_loss_options_are_checked():
+    a, b = nn.Variable((2, 3)), nn.Variable((2, 3))
+    with pytest.raises(DpnbError, match=r"HuberLoss: delta must be > 0, got -1.0"):
+        F.huber_loss(a, b, delta=-1)
+    with pytest.raises(DpnbError, match=r"EpsilonInsensitiveLoss: epsilon must be >= 0, got -0.1"):
+        F.epsilon_insensitive_loss(a, b, -0.1)
+    with pytest.raises(DpnbError, match=r"KLMultinomial: base_axis must lie in \[-2, 2\)"):
+        F.kl_multinomial(a, b, base_axis=2)
+    with pytest.raises(DpnbError, match=r"CategoricalCrossEntropy: target must have shape \(2, 1\)"):
+        F.categorical_cross_entropy(a, nn.Variable((2,)))
+    with pytest.raises(DpnbError, match=r"AbsoluteError: shapes \(2, 3\) and \(2,\) do not broadcast"):
+        F.absolute_error(a, nn.Variable((2,)))
+
+
+@requires_gpu
+@pytest.mark.parametrize("name", ["binary_cross_entropy", "categorical_cross_entropy", "huber_loss",
+                                  "absolute_error", "epsilon_insensitive_loss", "kl_multinomial",
+                                  "binary_error"])
+def test_gpu_matches_cpu_for_probability_losses(name, rng):
+    p, q = _probabilities(rng, 3, 4, 2, axis=1), _probabilities(rng, 3, 4, 2, axis=1)
+    a, b = rng.randn(3, 4, 2), rng.randn(4, 2)
+    labels = _labels(rng, p.shape, 1).astype(np.float32)
+    build, arrays, need_grad = {
+        "binary_cross_entropy": (F.binary_cross_entropy, [p, q], [True, True]),
+        "categorical_cross_entropy": (lambda x, t: F.categorical_cross_entropy(x, t, axis=1),
+                                      [p, labels], [True, False]),
+        "huber_loss": (lambda x, y: F.huber_loss(x, y, delta=0.5), [a, b], [True, True]),
+        "absolute_error": (F.absolute_error, [a, b], [True, True]),
+        "epsilon_insensitive_loss": (lambda x, y: F.epsilon_insensitive_loss(x, y, 0.3), [a, b],
+                                     [True, True]),
+        "kl_multinomial": (F.kl_multinomial, [p, q], [True, True]),
+        "binary_error": (F.binary_error, [p, q], [False, False]),
+    }[name]
+    probe = build(*[nn.Variable(x.shape) for x in arrays])
+    w = rng.randn(*probe.shape)
+    cpu = _run(build, arrays, need_grad, w)
+    with nn.context_scope(get_extension_context("cudnn")):
+        gpu = _run(build, arrays, need_grad, w)
+    assert len(gpu) == len(cpu)
+    for g, c in zip(gpu, cpu):
+        np.testing.assert_allclose(g, c, rtol=1e-10, atol=1e-12)

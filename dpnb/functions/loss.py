@@ -5,9 +5,11 @@ import numpy as np
 
 from ..graph import Function, Variable
 from .activation import _log_softmax, _sigmoid
-from .base import Binary, one_axis
+from .base import Binary, base_axis_of, one_axis
 
-__all__ = ["softmax_cross_entropy", "sigmoid_cross_entropy", "squared_error", "top_n_error"]
+__all__ = ["softmax_cross_entropy", "sigmoid_cross_entropy", "squared_error", "top_n_error",
+           "binary_cross_entropy", "categorical_cross_entropy", "huber_loss", "absolute_error",
+           "epsilon_insensitive_loss", "kl_multinomial", "binary_error"]
 
 
 class _Labelled(Function):
@@ -136,3 +138,198 @@ class SquaredError(Binary):
 def squared_error(x0: Variable, x1: Variable) -> Variable:
     """Elementwise squared difference (broadcasting)."""
     return SquaredError()(x0, x1)
+
+
+def _tiny(dtype) -> float:
+    """The smallest normal number of ``dtype``: nnabla's floor under logarithms and divisors."""
+    return float(np.finfo(dtype).tiny)
+
+
+class _SameShape(Function):
+    """Base of the elementwise functions of two inputs that must have one shape."""
+
+    first, second = "x", "target"
+
+    def setup(self, inputs):
+        a, b = inputs
+        if a.shape != b.shape:
+            raise self.error(f"{self.second} must have {self.first}'s shape {a.shape}, got "
+                             f"{b.shape}; reshape one of them")
+        return [(a.shape, a.dtype)]
+
+
+class BinaryCrossEntropy(_SameShape):
+    """-(t log x + (1 - t) log(1 - x)) for probabilities ``x``, with the logarithms'
+    arguments floored at the dtype's smallest normal number; both inputs get gradients."""
+
+    def forward(self, xp, xs):
+        x, t = xs
+        tiny = _tiny(x.dtype)
+        return (-(t * xp.log(xp.maximum(x, tiny)) + (1 - t) * xp.log(xp.maximum(1 - x, tiny))),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (x, t), (gy,) = xs, gys
+        tiny = _tiny(x.dtype)
+        gx = gy * (x - t) / xp.maximum(x * (1 - x), tiny) if need_grads[0] else None
+        gt = None
+        if need_grads[1]:
+            gt = gy * (xp.log(xp.maximum(1 - x, tiny)) - xp.log(xp.maximum(x, tiny)))
+        return (gx, gt)
+
+
+def binary_cross_entropy(x: Variable, target: Variable) -> Variable:
+    """Elementwise cross entropy of probabilities ``x`` against targets in [0, 1]."""
+    return BinaryCrossEntropy()(x, target)
+
+
+class CategoricalCrossEntropy(_Labelled):
+    """-log x[target] for probabilities ``x`` along an axis (floored at the smallest
+    normal number); the gradient goes to x only."""
+
+    def forward(self, xp, xs):
+        x, t = xs
+        labels = self._labels(t, x.shape[self.axis])
+        picked = xp.take_along_axis(x, labels, axis=self.axis)
+        return (-xp.log(xp.maximum(picked, _tiny(x.dtype))),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (x, t), (gy,) = xs, gys
+        if not need_grads[0]:
+            return (None, None)
+        labels = t.astype(np.int64)
+        picked = xp.take_along_axis(x, labels, axis=self.axis)
+        gx = xp.zeros_like(x)
+        xp.put_along_axis(gx, labels, -gy / xp.maximum(picked, _tiny(x.dtype)), axis=self.axis)
+        return (gx, None)
+
+
+def categorical_cross_entropy(x: Variable, target: Variable, axis: int | None = None) -> Variable:
+    """Cross entropy of probabilities ``x`` along ``axis`` (default: the last) against
+    integer labels of x's shape with size 1 on that axis; the output has that shape."""
+    return CategoricalCrossEntropy(axis)(x, target)
+
+
+class HuberLoss(Binary):
+    """d**2 where |d| < delta, else delta (2 |d| - delta), for d = x0 - x1 (nnabla's
+    scale: twice the textbook Huber loss)."""
+
+    def __init__(self, delta: float):
+        self.delta = float(delta)
+
+    def setup(self, inputs):
+        if self.delta <= 0:
+            raise self.error(f"delta must be > 0, got {self.delta}")
+        return super().setup(inputs)
+
+    def forward(self, xp, xs):
+        d = xs[0] - xs[1]
+        a = xp.abs(d)
+        return (xp.where(a < self.delta, d * d, self.delta * (2 * a - self.delta)),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        d = xs[0] - xs[1]
+        g = 2 * gys[0] * xp.clip(d, -self.delta, self.delta)
+        return self.reduce_grads((g, -g if need_grads[1] else None), need_grads)
+
+
+def huber_loss(x0: Variable, x1: Variable, delta: float = 1.0) -> Variable:
+    """Elementwise Huber loss of x0 - x1: quadratic below ``delta``, linear above."""
+    return HuberLoss(delta)(x0, x1)
+
+
+class AbsoluteError(Binary):
+    """|x0 - x1|, with NumPy broadcasting."""
+
+    def forward(self, xp, xs):
+        return (xp.abs(xs[0] - xs[1]),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        g = gys[0] * xp.sign(xs[0] - xs[1])
+        return self.reduce_grads((g, -g if need_grads[1] else None), need_grads)
+
+
+def absolute_error(x0: Variable, x1: Variable) -> Variable:
+    """Elementwise absolute difference (broadcasting)."""
+    return AbsoluteError()(x0, x1)
+
+
+class EpsilonInsensitiveLoss(Binary):
+    """max(|x0 - x1| - epsilon, 0), with NumPy broadcasting."""
+
+    def __init__(self, epsilon: float):
+        self.epsilon = float(epsilon)
+
+    def setup(self, inputs):
+        if self.epsilon < 0:
+            raise self.error(f"epsilon must be >= 0, got {self.epsilon}")
+        return super().setup(inputs)
+
+    def forward(self, xp, xs):
+        return (xp.maximum(xp.abs(xs[0] - xs[1]) - self.epsilon, 0),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        d = xs[0] - xs[1]
+        g = gys[0] * xp.sign(d) * (xp.abs(d) > self.epsilon)
+        return self.reduce_grads((g, -g if need_grads[1] else None), need_grads)
+
+
+def epsilon_insensitive_loss(x0: Variable, x1: Variable, epsilon: float) -> Variable:
+    """Elementwise |x0 - x1| less ``epsilon``, floored at zero (broadcasting)."""
+    return EpsilonInsensitiveLoss(epsilon)(x0, x1)
+
+
+class KLMultinomial(Function):
+    """sum p (log p - log q) over the axes from ``base_axis`` on, as nnabla: 1e-8 is
+    added under both logarithms, and the gradients are log(p + 1e-8) - log(q + 1e-8) + 1
+    for p and -p / q for q."""
+
+    _EPS = 1e-8
+
+    def __init__(self, base_axis: int):
+        self.base_axis = base_axis
+
+    def setup(self, inputs):
+        p, q = inputs
+        if p.shape != q.shape:
+            raise self.error(f"q must have p's shape {p.shape}, got {q.shape}")
+        self.base_axis = base_axis_of(self, self.base_axis, p.ndim)
+        self.axes = tuple(range(self.base_axis, p.ndim))
+        self.kept = p.shape[:self.base_axis] + (1,) * len(self.axes)
+        return [(p.shape[:self.base_axis] + (1,), p.dtype)]
+
+    def _log_ratio(self, xp, p, q):
+        return xp.log(p + self._EPS) - xp.log(q + self._EPS)
+
+    def forward(self, xp, xs):
+        p, q = xs
+        kl = (p * self._log_ratio(xp, p, q)).sum(axis=self.axes)
+        return (kl.reshape(p.shape[:self.base_axis] + (1,)),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (p, q), (gy,) = xs, gys
+        g = gy.reshape(self.kept)
+        gp = g * (self._log_ratio(xp, p, q) + 1) if need_grads[0] else None
+        gq = -g * p / q if need_grads[1] else None
+        return (gp, gq)
+
+
+def kl_multinomial(p: Variable, q: Variable, base_axis: int = 1) -> Variable:
+    """KL divergence of multinomial distributions ``p`` from ``q`` over the axes from
+    ``base_axis`` on; the output has shape p.shape[:base_axis] + (1,)."""
+    return KLMultinomial(base_axis)(p, q)
+
+
+class BinaryError(_SameShape):
+    """1 where x and the target fall on different sides of 0.5 (at 0.5: the upper
+    side), else 0; not differentiable."""
+
+    differentiable = False
+
+    def forward(self, xp, xs):
+        x, t = xs
+        return (((x >= 0.5) != (t >= 0.5)).astype(x.dtype),)
+
+
+def binary_error(x: Variable, target: Variable) -> Variable:
+    """Elementwise 0/1 error of probabilities ``x`` thresholded at 0.5 against the target."""
+    return BinaryError()(x, target)
