@@ -343,3 +343,15 @@ def test_pf_mean_subtraction_running_mean_over_steps(rng):
     assert params["mean_subtraction/t"].d[0] == 3
     np.testing.assert_allclose(y.d, batches[-1] - np.mean(batches, axis=(0, 1)), rtol=1e-5)
     nn.clear_parameters()
+
+
+def test_fused_batch_normalization_errors():
+    x, param = nn.Variable((4, 3)), nn.Variable((1, 3))
+    with pytest.raises(DpnbError, match='nonlinearity must be "relu" .* got \'sigmoid\''):
+        F.fused_batch_normalization(x, param, param, param, param, nonlinearity="sigmoid")
+    with pytest.raises(DpnbError, match=r"z must be an nn.Variable of x's shape \(4, 3\) .* "
+                                        r"got \(1, 3\)"):
+        F.fused_batch_normalization(x, param, param, param, param, z=nn.Variable((1, 3)))
+    with pytest.raises(DpnbError, match="output_stat=True needs batch_stat=True"):
+        F.fused_batch_normalization(x, param, param, param, param, batch_stat=False,
+                                    output_stat=True)

@@ -7,11 +7,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..graph import Function, Variable
-from .base import axes_of, base_axis_of, kept_axes, one_axis, sum_to, workspace
+from .activation import relu
+from .base import argument_error, axes_of, base_axis_of, kept_axes, one_axis, sum_to, workspace
+from .math import add2
 
-__all__ = ["batch_normalization", "group_normalization", "instance_normalization",
-           "layer_normalization", "mean_subtraction", "norm_normalization", "sync_batch_normalization",
-           "tensor_normalization", "weight_normalization", "weight_standardization"]
+__all__ = ["batch_normalization", "fused_batch_normalization", "group_normalization",
+           "instance_normalization", "layer_normalization", "mean_subtraction",
+           "norm_normalization", "sync_batch_normalization", "tensor_normalization",
+           "weight_normalization", "weight_standardization"]
 
 _ROLES = ("beta", "gamma", "mean", "variance")
 
@@ -234,7 +237,7 @@ def _apply(cls: type, x: Variable, params: Sequence[Variable | None], *args):
 
 def batch_normalization(x: Variable, beta: Variable | None, gamma: Variable | None,
                         mean: Variable | None, variance: Variable | None,
-                        axes: Sequence[int] = (1,), decay_rate: float = 0.9, eps: float = 1e-05,
+                        axes: Sequence[int] = [1], decay_rate: float = 0.9, eps: float = 1e-05,
                         batch_stat: bool = True, output_stat: bool = False
                         ) -> Variable | tuple[Variable, Variable, Variable]:
     """Batch normalization over all axes but ``axes``; beta/gamma/mean/variance have
@@ -245,10 +248,38 @@ def batch_normalization(x: Variable, beta: Variable | None, gamma: Variable | No
                   decay_rate, eps, batch_stat, output_stat)
 
 
+def fused_batch_normalization(x: Variable, beta: Variable | None, gamma: Variable | None,
+                              mean: Variable | None, variance: Variable | None,
+                              z: Variable | None = None, axes: Sequence[int] = [1],
+                              decay_rate: float = 0.9, eps: float = 1e-05,
+                              batch_stat: bool = True, nonlinearity: str = "relu",
+                              output_stat: bool = False
+                              ) -> Variable | tuple[Variable, Variable, Variable]:
+    """relu(batch_normalization(x, ...) + z): batch normalization, the residual ``z``
+    (x's shape; None: none) added, then ``nonlinearity`` ("relu", the only one nnabla
+    has).  With ``output_stat`` returns (y, batch_mean, batch_var)."""
+    owner = "F.fused_batch_normalization"
+    if nonlinearity != "relu":
+        raise argument_error(owner, f'nonlinearity must be "relu" (the only one nnabla '
+                                    f"supports), got {nonlinearity!r}; apply another one after "
+                                    "F.batch_normalization")
+    if z is not None and (not isinstance(z, Variable) or z.shape != x.shape):
+        got = z.shape if isinstance(z, Variable) else type(z).__name__
+        raise argument_error(owner, f"z must be an nn.Variable of x's shape {x.shape} (the "
+                                    f"residual added before the relu), got {got}")
+    out = batch_normalization(x, beta, gamma, mean, variance, axes, decay_rate, eps, batch_stat,
+                              output_stat)
+    y = out[0] if output_stat else out
+    if z is not None:
+        y = add2(y, z)
+    y = relu(y)
+    return (y, out[1], out[2]) if output_stat else y
+
+
 def sync_batch_normalization(x: Variable, beta: Variable | None, gamma: Variable | None,
                              mean: Variable | None, variance: Variable | None,
                              comm, group: str = "world",
-                             axes: Sequence[int] = (1,), decay_rate: float = 0.9,
+                             axes: Sequence[int] = [1], decay_rate: float = 0.9,
                              eps: float = 1e-05, batch_stat: bool = True, output_stat: bool = False
                              ) -> Variable | tuple[Variable, Variable, Variable]:
     """Batch normalization whose batch statistics are those of the whole batch spread

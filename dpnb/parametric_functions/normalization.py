@@ -15,8 +15,9 @@ from ..initializer import ConstantInitializer
 from ..parameter import get_parameter_or_create
 from ._common import check_input, scope
 
-__all__ = ["batch_normalization", "group_normalization", "instance_normalization",
-           "layer_normalization", "mean_subtraction", "sync_batch_normalization", "weight_normalization"]
+__all__ = ["batch_normalization", "fused_batch_normalization", "group_normalization",
+           "instance_normalization", "layer_normalization", "mean_subtraction",
+           "sync_batch_normalization", "weight_normalization"]
 
 
 def _bn_parameters(fn_name: str, inp: Variable, axes: list[int], fix_parameters: bool,
@@ -56,7 +57,7 @@ def _beta_gamma(fn_name: str, shape: tuple, fix_parameters: bool, param_init: di
     return beta, gamma
 
 
-def batch_normalization(inp: Variable, axes: int | Sequence[int] = (1,), decay_rate: float = 0.9,
+def batch_normalization(inp: Variable, axes: int | Sequence[int] = [1], decay_rate: float = 0.9,
                         eps: float = 1e-5, batch_stat: bool = True, output_stat: bool = False,
                         fix_parameters: bool = False, param_init: dict | None = None,
                         no_scale: bool = False, no_bias: bool = False, name: str | None = None):
@@ -70,8 +71,26 @@ def batch_normalization(inp: Variable, axes: int | Sequence[int] = (1,), decay_r
         return F.batch_normalization(inp, *params, axes, decay_rate, eps, batch_stat, output_stat)
 
 
+def fused_batch_normalization(inp: Variable, z: Variable | None = None,
+                              axes: int | Sequence[int] = [1], decay_rate: float = 0.9,
+                              eps: float = 1e-5, batch_stat: bool = True,
+                              nonlinearity: str = "relu", output_stat: bool = False,
+                              fix_parameters: bool = False, param_init: dict | None = None,
+                              no_scale: bool = False, no_bias: bool = False,
+                              name: str | None = None):
+    """relu(batch normalization + z) (F.fused_batch_normalization) with the parameters of
+    PF.batch_normalization, under the scope ``bn`` as in nnabla."""
+    with scope(name, "bn"):
+        check_input("fused_batch_normalization", inp, 1)
+        axes = kept_axes("PF.fused_batch_normalization", axes, inp.ndim)
+        params = _bn_parameters("fused_batch_normalization", inp, axes, fix_parameters,
+                                param_init, no_scale, no_bias)
+        return F.fused_batch_normalization(inp, *params, z, axes, decay_rate, eps, batch_stat,
+                                           nonlinearity, output_stat)
+
+
 def sync_batch_normalization(inp: Variable, comm, group: str = "world",
-                             axes: int | Sequence[int] = (1,), decay_rate: float = 0.9,
+                             axes: int | Sequence[int] = [1], decay_rate: float = 0.9,
                              eps: float = 1e-5, batch_stat: bool = True,
                              output_stat: bool = False, fix_parameters: bool = False,
                              param_init: dict | None = None, no_scale: bool = False,

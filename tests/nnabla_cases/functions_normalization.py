@@ -157,4 +157,28 @@ CASES = [
     Case("PF.mean_subtraction base_axis 2 no update name",
          lambda lib, x: lib.PF.mean_subtraction(x, base_axis=2, update_running_mean=False,
                                                 name="ms"), (u(2, 3, 2),), params=counted),
+    # Fused batch normalization: relu(bn(x) + z), running statistics updated.
+    Case("fused_batch_normalization",
+         lambda lib, x, b, g, m, v, z: lib.F.fused_batch_normalization(x, b, g, m, v, z),
+         (u(4, 3, 2), u(1, 3, 1), u(1, 3, 1), u(1, 3, 1), u(1, 3, 1, low=0.5, high=1.5),
+          u(4, 3, 2)), need_grad=(True, True, True, False, False, True)),
+    Case("fused_batch_normalization no z axes decay eps output_stat",
+         lambda lib, x, b, g, m, v: lib.F.fused_batch_normalization(
+             x, b, g, m, v, axes=[2], decay_rate=0.5, eps=0.01, output_stat=True),
+         (u(3, 2, 2), u(1, 1, 2), u(1, 1, 2), u(1, 1, 2), u(1, 1, 2, low=0.5, high=1.5)),
+         need_grad=(True, True, True, False, False)),
+    Case("fused_batch_normalization inference",
+         lambda lib, x, b, g, m, v, z: lib.F.fused_batch_normalization(
+             x, b, g, m, v, z, batch_stat=False),
+         (u(4, 3), u(1, 3), u(1, 3), u(1, 3), u(1, 3, low=0.5, high=1.5), u(4, 3)),
+         need_grad=(True, True, True, False, False, True)),
+    Case("PF.fused_batch_normalization", lambda lib, x: lib.PF.fused_batch_normalization(x),
+         (u(4, 3, 2),)),
+    Case("PF.fused_batch_normalization z axes no_scale name",
+         lambda lib, x, z: lib.PF.fused_batch_normalization(x, z, axes=[0], no_scale=True,
+                                                            name="res"),
+         (u(2, 3), u(2, 3))),
+    Case("PF.fused_batch_normalization inference no_bias",
+         lambda lib, x: lib.PF.fused_batch_normalization(x, batch_stat=False, no_bias=True),
+         (u(4, 3, 2),)),
 ]
