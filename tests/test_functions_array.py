@@ -212,3 +212,87 @@ def test_sink_without_one_input_grad_passes_the_held_gradients(rng):
     s.forward()
     s.backward()
     np.testing.assert_allclose(x.g, 3.0 * np.array([1.0, -2.0, 0.5]))
+
+
+def test_broadcast_to_gradient_goes_to_y(rng):
+    # nnabla has no backward for broadcast_to; dpnb sums the gradient back onto y
+    x = rng.randn(2, 3, 4)
+    y = check_grad(lambda a, b: F.broadcast_to(a, b, axis=1), [x, rng.randn(3)], need_grad=[False, True])
+    assert y.shape == (2, 3, 4)
+
+
+def test_dot_of_ndarrays_and_arrays(rng):
+    a, b = rng.randn(2, 3), rng.randn(3, 4)
+    got = F.dot(nn.NdArray.from_numpy_array(a), nn.NdArray.from_numpy_array(b))
+    np.testing.assert_allclose(got.data, a @ b)
+    out = nn.NdArray.from_numpy_array(np.zeros((2, 4)))
+    assert F.dot(nn.NdArray.from_numpy_array(a), nn.NdArray.from_numpy_array(b), out) is None
+    np.testing.assert_allclose(out.data, a @ b)
+    np.testing.assert_allclose(F.dot(a, b), a @ b)
+    with pytest.raises(DpnbError, match="F.dot: out= is not supported with variable inputs"):
+        F.dot(nn.Variable((2, 3)), nn.Variable((3, 4)), out=nn.Variable((2, 4)))
+
+
+def test_nonzero_takes_its_size_from_each_forward():
+    x = nn.Variable.from_numpy_array(np.array([[0.0, 1.0], [2.0, 0.0]]))
+    y = F.nonzero(x)
+    y.forward()
+    np.testing.assert_array_equal(y.d, [[0, 1], [1, 0]])
+    x.d = np.ones((2, 2))
+    y.forward()
+    assert y.shape == (2, 4)
+    assert y.d.dtype == np.uint64
+
+
+def test_einsum_gradients_with_diagonals_and_lone_letters(rng):
+    check_grad(lambda a: F.einsum(a, equation="iij->j"), [rng.randn(3, 3, 2)])
+    check_grad(lambda a, b: F.einsum(a, b, equation="i...k,k->...i"), [rng.randn(2, 3, 4), rng.randn(4)])
+
+
+def test_assign_writes_dst():
+    dst = nn.Variable.from_numpy_array(np.zeros(3))
+    y = F.assign(dst, nn.Variable.from_numpy_array(np.array([1.0, 2.0, 3.0])))
+    y.forward()
+    np.testing.assert_array_equal(dst.d, [1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda x: F.stack(x, nn.Variable((3, 2))), r"Stack: input 1 has shape \(3, 2\) but input 0 has \(2, 3\)"),
+    (lambda x: F.stack(x, x, axis=3), r"Stack: axis must be an int in \[-3, 3\)"),
+    (lambda x: F.stack(x, axes=0), r"F.stack: unexpected keyword argument\(s\) \['axes'\]"),
+    (lambda x: F.split(x, axis=2), r"Split: axis must be an int in \[-2, 2\)"),
+    (lambda x: F.pad(x, (1,)), r"Pad: pad_width must be an even number \(at most 4\) of ints >= 0"),
+    (lambda x: F.pad(x, (1, 1, 1, 1, 1, 1)), r"pad_width must be an even number \(at most 4\)"),
+    (lambda x: F.pad(x, (-1, 1)), r"pad_width must be an even number"),
+    (lambda x: F.pad(x, (1, 1), mode="wrap"), r"Pad: mode must be one of constant, reflect, repeat, got 'wrap'"),
+    (lambda x: F.tile(x, (2, -1)), r"Tile: reps must be an int or a sequence of ints >= 0"),
+    (lambda x: F.broadcast(x, (2, 4)), r"Broadcast: cannot broadcast \(2, 3\) to \(2, 4\)"),
+    (lambda x: F.broadcast(x, (3,)), r"Broadcast: cannot broadcast \(2, 3\) to \(3,\)"),
+    (lambda x: F.broadcast_to(x, nn.Variable((2,))), r"BroadcastTo: y of shape \(2,\) must equal the axes"),
+    (lambda x: F.broadcast_to(x, nn.Variable((1, 2, 3))), r"y of shape \(1, 2, 3\) has more axes than x"),
+    (lambda x: F.flip(x, axes=[2]), r"Flip: axes must be an int in \[-2, 2\)"),
+    (lambda x: F.shift(x, (1, 2, 3)), r"Shift: shifts must be at most 2 ints"),
+    (lambda x: F.shift(x, border_mode="wrap"), r"border_mode must be one of nearest, reflect"),
+    (lambda x: F.arange(0, 1, 0), r"F.arange: step must not be 0"),
+    (lambda x: F.linspace(0, 1, 2.5), r"F.linspace: num must be an int >= 0, got 2.5"),
+    (lambda x: F.constant(1.0, (2, -1)), r"F.constant: shape must be a sequence of ints >= 0"),
+    (lambda x: F.eye_like(F.reshape(x, (6,))), r"EyeLike: needs a 2-D input, got shape \(6,\)"),
+    (lambda x: F.matrix_diag_part(x), r"MatrixDiagPart: needs square matrices on the last two axes, got shape \(2, 3\)"),
+    (lambda x: F.meshgrid(x), r"Meshgrid: input 0 must be 1-D, got shape \(2, 3\)"),
+    (lambda x: F.batch_matmul(x, x), r"BatchMatmul: needs two inputs of one number \(>= 3\) of dimensions"),
+    (lambda x: F.batch_matmul(nn.Variable((2, 2, 3)), nn.Variable((2, 2, 3))),
+     r"BatchMatmul: the matrices of \(2, 2, 3\) \(transpose_a=False\) and \(2, 2, 3\) \(transpose_b=False\) do not chain"),
+    (lambda x: F.batch_matmul(nn.Variable((2, 2, 3)), nn.Variable((3, 3, 1))), r"BatchMatmul: shapes \(2,\) and \(3,\) do not broadcast"),
+    (lambda x: F.einsum(x, x, equation="ij,jk->ik"), r"Einsum: the letter 'j' of 'ij,jk->ik' stands for sizes 3 and 2"),
+    (lambda x: F.einsum(x, equation="ij,j->i"), r"Einsum: equation 'ij,j->i' has 2 operand\(s\) but 1 input"),
+    (lambda x: F.einsum(x, equation="ijk->i"), r"Einsum: operand 0 'ijk' of 'ijk->i' does not fit input 0 of shape \(2, 3\)"),
+    (lambda x: F.einsum(x, equation="ij->k"), r"the output 'k' of 'ij->k' must name each letter once"),
+    (lambda x: F.einsum(x), r"Einsum: equation must be a non-empty string"),
+    (lambda x: F.trilu(F.reshape(x, (6,))), r"Trilu: needs matrices on the last two axes"),
+    (lambda x: F.assign(x, nn.Variable((3, 2))), r"Assign: dst of shape \(2, 3\) and src of shape \(3, 2\)"),
+    (lambda x: F.shape(x, start=0.5), r"Shape: start must be an int or None"),
+    (lambda x: F.pad(x, (1, 1), outputs=[x]), r"F.pad: n_outputs and outputs hand in output variables"),
+])
+def test_bad_input(build, message):
+    with pytest.raises(DpnbError, match=message):
+        build(nn.Variable((2, 3)))

@@ -1,5 +1,6 @@
-"""Array manipulation: reshape, transpose, concatenate, slice, identity, and the
-graph-joining sink."""
+"""Array manipulation: reshaping, joining and splitting, padding, shifting and
+broadcasting, generated arrays (arange, constant, eye), diagonals, matrix products,
+einsum, masks, assignment, and the graph-joining sink."""
 from __future__ import annotations
 
 import builtins
@@ -7,10 +8,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..graph import Function, Variable
-from .base import Unary, one_axis
+from ..errors import DpnbError
+from ..graph import Function, Variable, auto_forward
+from ..ndarray import NdArray
+from .base import (Unary, axes_of, broadcast_shape, default_outputs, one_axis, shape_of,
+                   sum_to)
 
-__all__ = ["reshape", "transpose", "concatenate", "slice", "identity", "sink"]
+__all__ = ["reshape", "transpose", "concatenate", "slice", "identity", "sink", "stack", "split",
+           "pad", "tile", "broadcast", "broadcast_to", "flip", "shift", "arange", "linspace",
+           "constant", "eye_like", "matrix_diag", "matrix_diag_part", "meshgrid", "batch_matmul",
+           "dot", "einsum", "nonzero", "trilu", "unlink", "assign", "shape"]
 
 
 class Reshape(Function):
@@ -210,3 +217,865 @@ def sink(*x: Variable, one_input_grad: bool = True) -> Variable:
     """One variable of shape () depending on all of ``x``, to run forward and backward
     of several graphs at once (``F.sink(loss1, loss2).backward()``)."""
     return Sink(one_input_grad)(*x)
+
+
+def _variadic(owner: str, kw: dict, defaults: dict) -> list:
+    """nnabla's keyword arguments of a variadic function (``stack(*x, **kw)``): the
+    values of ``defaults``' names, refusing unknown names and caller-made outputs."""
+    unknown = sorted(set(kw) - set(defaults) - {"n_outputs", "outputs"})
+    if unknown:
+        raise DpnbError(f"{owner}: unexpected keyword argument(s) {unknown}; it takes "
+                        f"{', '.join(defaults)}")
+    default_outputs(owner, kw.get("n_outputs", -1), kw.get("outputs"))
+    return [kw.get(name, value) for name, value in defaults.items()]
+
+
+class Stack(Function):
+    """Inputs of one shape joined along a new axis."""
+
+    grad_depends_on_inputs = False
+
+    def __init__(self, axis: int):
+        self.axis = axis
+
+    def setup(self, inputs):
+        if not inputs:
+            raise self.error("needs at least one input variable, got none")
+        first = inputs[0].shape
+        for i, x in enumerate(inputs):
+            if x.shape != first:
+                raise self.error(f"input {i} has shape {x.shape} but input 0 has {first}; "
+                                 "stacked inputs must have one shape")
+        self.axis = one_axis(self, self.axis, len(first) + 1)
+        shape = first[:self.axis] + (len(inputs),) + first[self.axis:]
+        return [(shape, np.result_type(*[x.dtype for x in inputs]))]
+
+    def forward(self, xp, xs):
+        return (xp.stack(xs, axis=self.axis),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return tuple(xp.take(gys[0], i, axis=self.axis) for i in range(len(need_grads)))
+
+
+def stack(*x: Variable, **kw) -> Variable:
+    """Variables of one shape joined along a new axis ``axis`` (keyword; default 0)."""
+    (axis,) = _variadic("F.stack", kw, {"axis": 0})
+    return Stack(axis)(*x)
+
+
+class Split(Function):
+    """The slices of the input along one axis, that axis removed: as many outputs as its size."""
+
+    grad_depends_on_inputs = False
+
+    def __init__(self, axis: int):
+        self.axis = axis
+
+    def setup(self, inputs):
+        (x,) = inputs
+        self.axis = one_axis(self, self.axis, x.ndim)
+        shape = x.shape[:self.axis] + x.shape[self.axis + 1:]
+        return [(shape, x.dtype)] * x.shape[self.axis]
+
+    def forward(self, xp, xs):
+        return tuple(xp.take(xs[0], i, axis=self.axis) for i in range(xs[0].shape[self.axis]))
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (xp.stack(gys, axis=self.axis),)
+
+
+def split(x: Variable, axis: int = 0):
+    """The slices of ``x`` along ``axis``, each without that axis: a tuple of variables."""
+    return Split(axis)(x)
+
+
+def _along(xp, a, axis: int, index: np.ndarray):
+    """``a``'s entries along ``axis`` at ``index`` (a gather along one axis)."""
+    return xp.take(a, xp.asarray(index), axis=axis)
+
+
+def _along_grad(xp, g, axis: int, index: np.ndarray, size: int):
+    """The gradient of ``_along``: ``g``'s entries summed back to the ``size`` places they
+    were taken from, as a product with the one-hot matrix of ``index``."""
+    hit = xp.asarray((index[None, :] == np.arange(size)[:, None]).astype(g.dtype))
+    moved = xp.moveaxis(g, axis, -1)
+    return xp.moveaxis(moved @ hit.T, -1, axis)
+
+
+def _reflected(index: np.ndarray, size: int, edge_repeated: bool) -> np.ndarray:
+    """Out-of-range positions mirrored into ``[0, size)``: about the end elements
+    (reflect, period 2(size-1)) or about the ends with the end elements repeated
+    (symmetric, period 2 size)."""
+    if edge_repeated:
+        period = 2 * size
+        index = index % period
+        return np.where(index < size, index, period - 1 - index)
+    if size == 1:
+        return np.zeros_like(index)
+    period = 2 * (size - 1)
+    index = index % period
+    return np.where(index < size, index, period - index)
+
+
+class Pad(Function):
+    """Padding of the last len(pad_width)/2 axes: with a constant, with the input
+    mirrored about its end elements (reflect), or with its end elements repeated."""
+
+    MODES = ("constant", "reflect", "repeat")
+
+    def __init__(self, pad_width: Sequence[int], mode: str, constant_value: float):
+        self.pad_width, self.mode, self.constant_value = pad_width, mode, constant_value
+
+    def setup(self, inputs):
+        (x,) = inputs
+        width = tuple(self.pad_width) if isinstance(self.pad_width, (tuple, list)) else None
+        if width is None or len(width) % 2 or len(width) > 2 * x.ndim or not all(
+                isinstance(w, (int, np.integer)) and w >= 0 for w in width):
+            raise self.error(f"pad_width must be an even number (at most {2 * x.ndim}) of ints "
+                             f">= 0, a (before, after) pair per padded axis from the innermost "
+                             f"of {x.shape}, got {self.pad_width!r}")
+        if self.mode not in self.MODES:
+            raise self.error(f"mode must be one of {', '.join(self.MODES)}, got {self.mode!r}")
+        lead = x.ndim - len(width) // 2
+        self.pairs = [(0, 0)] * lead + [(int(width[i]), int(width[i + 1]))
+                                        for i in range(0, len(width), 2)]
+        self.in_shape = x.shape
+        self.index = []
+        for size, (before, after) in zip(x.shape, self.pairs):
+            if self.mode != "constant" and (before or after) and size == 0:
+                raise self.error(f"cannot pad an empty axis of {x.shape} in mode {self.mode!r}")
+            positions = np.arange(-before, size + after)
+            self.index.append(np.clip(positions, 0, size - 1) if self.mode == "repeat"
+                              else _reflected(positions, size, False))
+        shape = tuple(s + b + a for s, (b, a) in zip(x.shape, self.pairs))
+        return [(shape, x.dtype)]
+
+    def forward(self, xp, xs):
+        (x,) = xs
+        if self.mode == "constant":
+            return (xp.pad(x, self.pairs, mode="constant", constant_values=self.constant_value),)
+        for axis, (index, pair) in enumerate(zip(self.index, self.pairs)):
+            if pair != (0, 0):
+                x = _along(xp, x, axis, index)
+        return (x,)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (g,) = gys
+        if self.mode == "constant":
+            return (g[tuple(builtins.slice(b, b + s) for s, (b, _) in
+                            zip(self.in_shape, self.pairs))],)
+        for axis in reversed(range(len(self.pairs))):
+            if self.pairs[axis] != (0, 0):
+                g = _along_grad(xp, g, axis, self.index[axis], self.in_shape[axis])
+        return (g,)
+
+
+def pad(x: Variable, pad_width: Sequence[int], mode: str = "constant", constant_value: float = 0,
+        n_outputs: int = -1, outputs=None) -> Variable:
+    """``x`` padded on its innermost axes, ``pad_width`` = (before, after) per axis, by
+    ``mode`` "constant" (``constant_value``), "reflect" or "repeat"."""
+    default_outputs("F.pad", n_outputs, outputs)
+    return Pad(pad_width, mode, constant_value)(x)
+
+
+class Tile(Function):
+    """The input repeated ``reps`` times along each axis (NumPy's tile)."""
+
+    grad_depends_on_inputs = False
+
+    def __init__(self, reps):
+        self.reps = reps
+
+    def setup(self, inputs):
+        (x,) = inputs
+        reps = tuple(self.reps) if isinstance(self.reps, (tuple, list)) else (self.reps,)
+        if not all(isinstance(r, (int, np.integer)) and r >= 0 for r in reps):
+            raise self.error(f"reps must be an int or a sequence of ints >= 0, got {self.reps!r}")
+        ndim = builtins.max(len(reps), x.ndim)
+        self.reps = (1,) * (ndim - len(reps)) + tuple(int(r) for r in reps)
+        self.in_shape = (1,) * (ndim - x.ndim) + x.shape
+        self.x_shape = x.shape
+        return [(tuple(s * r for s, r in zip(self.in_shape, self.reps)), x.dtype)]
+
+    def forward(self, xp, xs):
+        return (xp.tile(xs[0].reshape(self.in_shape), self.reps),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        split = tuple(v for pair in zip(self.reps, self.in_shape) for v in pair)
+        g = gys[0].reshape(split).sum(axis=tuple(range(0, 2 * len(self.reps), 2)))
+        return (g.reshape(self.x_shape),)
+
+
+def tile(x: Variable, reps: int | Sequence[int]) -> Variable:
+    """``x`` repeated ``reps`` times along each axis; the shorter of ``reps`` and the
+    shape gets leading ones, as in NumPy."""
+    return Tile(reps)(x)
+
+
+class Broadcast(Function):
+    """The input broadcast to a shape (NumPy's rules: size-1 axes grow, axes are
+    added in front)."""
+
+    grad_depends_on_inputs = False
+
+    def __init__(self, shape: Sequence[int]):
+        self.shape = shape
+
+    def setup(self, inputs):
+        (x,) = inputs
+        shape = shape_of(self, self.shape)
+        if len(shape) < x.ndim or not all(
+                s in (1, t) for s, t in zip(x.shape, shape[len(shape) - x.ndim:])):
+            raise self.error(f"cannot broadcast {x.shape} to {shape}; each axis of the input "
+                             "must be 1 or equal to the matching (trailing) axis of shape")
+        self.in_shape, self.out_shape = x.shape, shape
+        return [(shape, x.dtype)]
+
+    def forward(self, xp, xs):
+        return (xp.broadcast_to(xs[0], self.out_shape).copy(),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (sum_to(gys[0], self.in_shape),)
+
+
+def broadcast(x: Variable, shape: Sequence[int], n_outputs: int = -1, outputs=None) -> Variable:
+    """``x`` broadcast to ``shape``."""
+    default_outputs("F.broadcast", n_outputs, outputs)
+    return Broadcast(shape)(x)
+
+
+class BroadcastTo(Function):
+    """``y`` broadcast to the shape of ``x``, its axes matched to those of ``x`` from
+    ``axis`` on (default: the trailing ones).  The gradient goes to ``y`` (nnabla has
+    none); ``x`` gives only its shape."""
+
+    grad_depends_on_inputs = False
+
+    def __init__(self, axis: int | None):
+        self.axis = axis
+
+    def setup(self, inputs):
+        x, y = inputs
+        if y.ndim > x.ndim:
+            raise self.error(f"y of shape {y.shape} has more axes than x of shape {x.shape}")
+        axis = x.ndim - y.ndim if self.axis is None or self.axis == -1 else self.axis
+        if not isinstance(axis, (int, np.integer)) or not 0 <= axis <= x.ndim - y.ndim or \
+                x.shape[axis:axis + y.ndim] != y.shape:
+            raise self.error(f"y of shape {y.shape} must equal the axes of x {x.shape} from "
+                             f"axis on; got axis={self.axis!r}")
+        self.kept = (1,) * axis + y.shape + (1,) * (x.ndim - axis - y.ndim)
+        self.y_shape, self.x_shape = y.shape, x.shape
+        return [(x.shape, y.dtype)]
+
+    def forward(self, xp, xs):
+        return (xp.broadcast_to(xs[1].reshape(self.kept), self.x_shape).copy(),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (None, sum_to(gys[0], self.kept).reshape(self.y_shape))
+
+
+def broadcast_to(x: Variable, y: Variable, axis: int | None = None, n_outputs: int = -1,
+                 outputs=None) -> Variable:
+    """``y`` broadcast to ``x``'s shape, its axes lined up with those of ``x`` from
+    ``axis`` (None: the trailing ones)."""
+    default_outputs("F.broadcast_to", n_outputs, outputs)
+    return BroadcastTo(axis)(x, y)
+
+
+class Flip(Function):
+    """The input reversed along some axes."""
+
+    grad_depends_on_inputs = False
+
+    def __init__(self, axes):
+        self.axes = axes
+
+    def setup(self, inputs):
+        (x,) = inputs
+        self.axes = axes_of(self, [x.ndim - 1] if self.axes is None else self.axes, x.ndim)
+        return [(x.shape, x.dtype)]
+
+    def forward(self, xp, xs):
+        return (xp.flip(xs[0], self.axes).copy(),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (xp.flip(gys[0], self.axes),)
+
+
+def flip(x: Variable, axes: Sequence[int] | None = None, n_outputs: int = -1,
+         outputs=None) -> Variable:
+    """``x`` reversed along ``axes`` (None: the last axis, as nnabla)."""
+    default_outputs("F.flip", n_outputs, outputs)
+    return Flip(axes)(x)
+
+
+class Shift(Function):
+    """The input's elements moved by ``shifts`` along its innermost axes, the places
+    left open filled from the nearest end or by mirroring (edge repeated)."""
+
+    grad_depends_on_inputs = False
+    MODES = ("nearest", "reflect")
+
+    def __init__(self, shifts, border_mode: str):
+        self.shifts, self.border_mode = shifts, border_mode
+
+    def setup(self, inputs):
+        (x,) = inputs
+        shifts = (0,) * x.ndim if self.shifts is None else self.shifts
+        if not isinstance(shifts, (tuple, list)) or len(shifts) > x.ndim or not all(
+                isinstance(s, (int, np.integer)) for s in shifts):
+            raise self.error(f"shifts must be at most {x.ndim} ints (for the innermost axes of "
+                             f"{x.shape}), got {self.shifts!r}")
+        if self.border_mode not in self.MODES:
+            raise self.error(f"border_mode must be one of {', '.join(self.MODES)}, got "
+                             f"{self.border_mode!r}")
+        shifts = (0,) * (x.ndim - len(shifts)) + tuple(int(s) for s in shifts)
+        self.in_shape = x.shape
+        self.index = []
+        for size, s in zip(x.shape, shifts):
+            source = np.arange(size) - s
+            self.index.append(None if s == 0 or size == 0 else
+                              np.clip(source, 0, size - 1) if self.border_mode == "nearest"
+                              else _reflected(source, size, True))
+        return [(x.shape, x.dtype)]
+
+    def forward(self, xp, xs):
+        x = xs[0]
+        for axis, index in enumerate(self.index):
+            if index is not None:
+                x = _along(xp, x, axis, index)
+        return (x if x is not xs[0] else x.copy(),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        g = gys[0]
+        for axis in reversed(range(len(self.index))):
+            if self.index[axis] is not None:
+                g = _along_grad(xp, g, axis, self.index[axis], self.in_shape[axis])
+        return (g,)
+
+
+def shift(x: Variable, shifts: Sequence[int] | None = None, border_mode: str = "nearest",
+          n_outputs: int = -1, outputs=None) -> Variable:
+    """``x`` shifted by ``shifts`` along its innermost axes; the open places are filled by
+    ``border_mode`` "nearest" (the end element) or "reflect" (mirrored)."""
+    default_outputs("F.shift", n_outputs, outputs)
+    return Shift(shifts, border_mode)(x)
+
+
+class _Generated(Function):
+    """An array made from arguments alone (no inputs), in the context's float type."""
+
+    differentiable = False
+
+    def __init__(self, values: np.ndarray):
+        self.values = values
+
+    def setup(self, inputs):
+        self.dtype = self.context.dtype
+        return [(self.values.shape, self.dtype)]
+
+    def forward(self, xp, xs):
+        return (xp.asarray(self.values, dtype=self.dtype),)
+
+
+def _number(owner: str, name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not np.isfinite(value):
+        raise DpnbError(f"{owner}: {name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def arange(start: float, stop: float, step: float = 1, n_outputs: int = -1, outputs=None) -> Variable:
+    """The 1-D array start, start + step, ... up to but not including ``stop``."""
+    default_outputs("F.arange", n_outputs, outputs)
+    start, stop, step = (_number("F.arange", n, v) for n, v in
+                         (("start", start), ("stop", stop), ("step", step)))
+    if step == 0:
+        raise DpnbError("F.arange: step must not be 0")
+    count = builtins.max(0, int(np.ceil((stop - start) / step)))
+    return _Generated(start + step * np.arange(count))()
+
+
+def linspace(start: float, stop: float, num: int) -> Variable:
+    """``num`` evenly spaced values from ``start`` to ``stop``, both included."""
+    if isinstance(num, bool) or not isinstance(num, (int, np.integer)) or num < 0:
+        raise DpnbError(f"F.linspace: num must be an int >= 0, got {num!r}")
+    start, stop = _number("F.linspace", "start", start), _number("F.linspace", "stop", stop)
+    return _Generated(np.linspace(start, stop, int(num)))()
+
+
+def constant(val: float = 0, shape: Sequence[int] = [], n_outputs: int = -1,  # noqa: B006 (nnabla's default)
+             outputs=None) -> Variable:
+    """An array of ``shape`` filled with ``val``."""
+    default_outputs("F.constant", n_outputs, outputs)
+    val = _number("F.constant", "val", val)
+    return _Generated(np.full(shape_of("F.constant", shape), val))()
+
+
+class EyeLike(Function):
+    """Ones on the k-th diagonal of a matrix of the input's shape and dtype, zeros elsewhere."""
+
+    grad_depends_on_inputs = False
+
+    def __init__(self, k: int):
+        self.k = k
+
+    def setup(self, inputs):
+        (x,) = inputs
+        if x.ndim != 2:
+            raise self.error(f"needs a 2-D input, got shape {x.shape}")
+        if isinstance(self.k, bool) or not isinstance(self.k, (int, np.integer)):
+            raise self.error(f"k must be an int, got {self.k!r}")
+        return [(x.shape, x.dtype)]
+
+    def forward(self, xp, xs):
+        rows, cols = xs[0].shape
+        return (xp.eye(rows, cols, int(self.k), dtype=xs[0].dtype),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (None,)
+
+
+def eye_like(x: Variable, k: int = 0, n_outputs: int = -1, outputs=None) -> Variable:
+    """A matrix like ``x`` with ones on diagonal ``k`` (0: the main one, > 0 above)."""
+    default_outputs("F.eye_like", n_outputs, outputs)
+    return EyeLike(k)(x)
+
+
+class MatrixDiag(Function):
+    """Square matrices with the input's last axis on their diagonals."""
+
+    grad_depends_on_inputs = False
+
+    def setup(self, inputs):
+        (x,) = inputs
+        if x.ndim < 1:
+            raise self.error("needs an input of at least 1 dimension, got a scalar")
+        return [(x.shape + x.shape[-1:], x.dtype)]
+
+    def forward(self, xp, xs):
+        (x,) = xs
+        n = x.shape[-1]
+        return (x[..., None] * xp.eye(n, dtype=x.dtype),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (xp.diagonal(gys[0], axis1=-2, axis2=-1).copy(),)
+
+
+def matrix_diag(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """(..., n) to (..., n, n): each last-axis vector made a diagonal matrix."""
+    default_outputs("F.matrix_diag", n_outputs, outputs)
+    return MatrixDiag()(x)
+
+
+class MatrixDiagPart(Function):
+    """The diagonals of the square matrices on the input's last two axes."""
+
+    grad_depends_on_inputs = False
+
+    def setup(self, inputs):
+        (x,) = inputs
+        if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+            raise self.error(f"needs square matrices on the last two axes, got shape {x.shape}")
+        return [(x.shape[:-1], x.dtype)]
+
+    def forward(self, xp, xs):
+        return (xp.diagonal(xs[0], axis1=-2, axis2=-1).copy(),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (g,) = gys
+        return (g[..., None] * xp.eye(g.shape[-1], dtype=g.dtype),)
+
+
+def matrix_diag_part(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """(..., n, n) to (..., n): the diagonal of each matrix."""
+    default_outputs("F.matrix_diag_part", n_outputs, outputs)
+    return MatrixDiagPart()(x)
+
+
+class Meshgrid(Function):
+    """Coordinate arrays of 1-D inputs: output i repeats input i along every other axis;
+    without ``ij_indexing`` the first two axes are swapped (NumPy's "xy")."""
+
+    grad_depends_on_inputs = False
+
+    def __init__(self, ij_indexing: bool):
+        self.ij = bool(ij_indexing)
+
+    def setup(self, inputs):
+        if not inputs:
+            raise self.error("needs at least one input variable, got none")
+        for i, x in enumerate(inputs):
+            if x.ndim != 1:
+                raise self.error(f"input {i} must be 1-D, got shape {x.shape}")
+        sizes = [x.shape[0] for x in inputs]
+        self.axis_of = list(range(len(inputs)))
+        if not self.ij and len(inputs) > 1:
+            self.axis_of[0], self.axis_of[1] = 1, 0
+            sizes[0], sizes[1] = sizes[1], sizes[0]
+        self.shape = tuple(sizes)
+        return [(self.shape, x.dtype) for x in inputs]
+
+    def forward(self, xp, xs):
+        ndim = len(self.shape)
+        return tuple(xp.broadcast_to(x.reshape([-1 if a == axis else 1 for a in range(ndim)]),
+                                     self.shape).copy() for x, axis in zip(xs, self.axis_of))
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        ndim = len(self.shape)
+        return tuple(g.sum(axis=tuple(a for a in range(ndim) if a != axis))
+                     for g, axis in zip(gys, self.axis_of))
+
+
+def meshgrid(*x: Variable, ij_indexing: bool = False):
+    """Coordinate grids of 1-D variables, one output each ("xy" indexing unless
+    ``ij_indexing``)."""
+    return Meshgrid(ij_indexing)(*x)
+
+
+class BatchMatmul(Function):
+    """Matrix products over batches: (..., M, K) @ (..., K, N), with the batch axes
+    broadcast; ``transpose_a`` / ``transpose_b`` transpose the matrices first."""
+
+    def __init__(self, transpose_a: bool, transpose_b: bool):
+        self.ta, self.tb = bool(transpose_a), bool(transpose_b)
+
+    def setup(self, inputs):
+        a, b = inputs
+        if a.ndim < 3 or a.ndim != b.ndim:
+            raise self.error(f"needs two inputs of one number (>= 3) of dimensions, got shapes "
+                             f"{a.shape} and {b.shape}; F.affine multiplies plain matrices")
+        m, k = a.shape[-1:-3:-1] if self.ta else a.shape[-2:]
+        k2, n = b.shape[-1:-3:-1] if self.tb else b.shape[-2:]
+        if k != k2:
+            raise self.error(f"the matrices of {a.shape} (transpose_a={self.ta}) and {b.shape} "
+                             f"(transpose_b={self.tb}) do not chain: {k} != {k2}")
+        batch = broadcast_shape(self, a.shape[:-2], b.shape[:-2])
+        self.shapes = (a.shape, b.shape)
+        return [(batch + (m, n), np.result_type(a.dtype, b.dtype))]
+
+    @staticmethod
+    def _t(xp, a, flag: bool):
+        return xp.swapaxes(a, -1, -2) if flag else a
+
+    def forward(self, xp, xs):
+        a, b = xs
+        return (xp.matmul(self._t(xp, a, self.ta), self._t(xp, b, self.tb)),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (a, b), (g,) = xs, gys
+        ga = gb = None
+        if need_grads[0]:
+            ga = xp.matmul(g, xp.swapaxes(self._t(xp, b, self.tb), -1, -2))
+            ga = sum_to(self._t(xp, ga, self.ta), self.shapes[0])
+        if need_grads[1]:
+            gb = xp.matmul(xp.swapaxes(self._t(xp, a, self.ta), -1, -2), g)
+            gb = sum_to(self._t(xp, gb, self.tb), self.shapes[1])
+        return (ga, gb)
+
+
+def batch_matmul(a: Variable, b: Variable, transpose_a: bool = False, transpose_b: bool = False,
+                 n_outputs: int = -1, outputs=None) -> Variable:
+    """The matrix products of the batches of ``a`` and ``b`` (last two axes)."""
+    default_outputs("F.batch_matmul", n_outputs, outputs)
+    return BatchMatmul(transpose_a, transpose_b)(a, b)
+
+
+def _dot_variables(a: Variable, b: Variable) -> Variable:
+    """NumPy's dot of two variables, built from existing functions as nnabla does."""
+    from .math import mul2  # imported here: math and nn may come to import this module
+    from .nn import affine
+    from .reduction import sum as reduce_sum
+    if a.ndim == 0 or b.ndim == 0:
+        return mul2(a, b)
+    if a.ndim == 1 and b.ndim == 1:
+        return reduce_sum(mul2(a, b))
+    if b.ndim == 1:
+        h = affine(a, reshape(b, (-1, 1)), base_axis=a.ndim - 1)
+        return reshape(h, h.shape[:-1])
+    order = [b.ndim - 2] + [i for i in range(b.ndim) if i != b.ndim - 2]
+    return affine(a, transpose(b, order), base_axis=a.ndim - 1)
+
+
+def dot(a, b, out=None):
+    """NumPy's dot: of variables, a graph; of NdArrays, computed now; of anything else,
+    ``numpy.dot``.  ``out`` (an NdArray, with NdArray inputs) receives the result."""
+    if isinstance(a, Variable) and isinstance(b, Variable):
+        if out is not None:
+            raise DpnbError("F.dot: out= is not supported with variable inputs (nnabla rewires "
+                            "that variable); use the returned variable instead")
+        return _dot_variables(a, b)
+    if isinstance(a, NdArray) and isinstance(b, NdArray):
+        with auto_forward():
+            result = _dot_variables(Variable.from_numpy_array(a.data),
+                                    Variable.from_numpy_array(b.data)).data
+    elif isinstance(a, (Variable, NdArray)) or isinstance(b, (Variable, NdArray)):
+        raise DpnbError(f"F.dot needs two variables, two NdArrays or two arrays, got "
+                        f"{type(a).__name__} and {type(b).__name__}")
+    else:
+        result = np.dot(a, b)
+    if out is None:
+        return result
+    if isinstance(out, NdArray) and isinstance(result, NdArray) and \
+            out.shape == result.shape and out.dtype == result.dtype:
+        out.data = result.data
+        return None
+    raise DpnbError("F.dot: out must be an NdArray of the result's shape and dtype "
+                    f"(with NdArray inputs), got {type(out).__name__}")
+
+
+def _einsum_terms(owner: "Einsum", equation: str, shapes: list) -> tuple[list[str], str]:
+    """The subscripts of each operand and of the output, with ellipses written out as
+    letters of their own and the implicit output (letters seen once, sorted) made explicit."""
+    if not isinstance(equation, str) or not equation:
+        raise owner.error(f"equation must be a non-empty string such as 'ij,jk->ik', got "
+                          f"{equation!r}")
+    spec = equation.replace(" ", "")
+    given, arrow, out = spec.partition("->")
+    terms = given.split(",")
+    if len(terms) != len(shapes):
+        raise owner.error(f"equation {equation!r} has {len(terms)} operand(s) but "
+                          f"{len(shapes)} input(s) were given")
+    letters = set(spec) - set(",->.")
+    if not all(c.isalpha() for c in letters):
+        raise owner.error(f"equation {equation!r} may hold letters, ',', '->' and '...' only")
+    spare = iter(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in letters)
+    ell_ndim = 0
+    for term, shape in zip(terms, shapes):
+        if "..." in term:
+            ell_ndim = builtins.max(ell_ndim, len(shape) - (len(term) - 3))
+    ell = "".join(next(spare) for _ in range(ell_ndim))
+    written = []
+    for i, (term, shape) in enumerate(zip(terms, shapes)):
+        if "." in term.replace("...", "", 1) or ("." in term and "..." not in term):
+            raise owner.error(f"operand {i} of {equation!r}: '.' only as one '...'")
+        n_ell = len(shape) - (len(term) - 3) if "..." in term else 0
+        full = term.replace("...", ell[ell_ndim - n_ell:]) if "..." in term else term
+        if len(full) != len(shape) or n_ell < 0:
+            raise owner.error(f"operand {i} '{term}' of {equation!r} does not fit input {i} of "
+                              f"shape {shape}")
+        written.append(full)
+    if arrow:
+        out = out.replace("...", ell)
+    else:
+        seen = "".join(written)
+        out = ell + "".join(sorted(c for c in set(seen) - set(ell) if seen.count(c) == 1))
+    if len(set(out)) != len(out) or not set(out) <= set("".join(written)):
+        raise owner.error(f"the output '{out}' of {equation!r} must name each letter once, and "
+                          "only letters of the operands")
+    return written, out
+
+
+class Einsum(Function):
+    """Einstein summation over the inputs (NumPy's rules, without broadcasting sizes).
+    The gradient of an operand is the summation of the output gradient with the other
+    operands, spread over the letters only that operand has and onto its diagonals."""
+
+    def __init__(self, equation: str):
+        self.equation = equation
+
+    def setup(self, inputs):
+        if not inputs:
+            raise self.error("needs at least one input variable, got none")
+        shapes = [x.shape for x in inputs]
+        self.terms, self.out = _einsum_terms(self, self.equation, shapes)
+        sizes: dict[str, int] = {}
+        for i, (term, shape) in enumerate(zip(self.terms, shapes)):
+            for c, n in zip(term, shape):
+                if sizes.setdefault(c, n) != n:
+                    raise self.error(f"the letter {c!r} of {self.equation!r} stands for sizes "
+                                     f"{sizes[c]} and {n} (input {i} of shape {shape}); "
+                                     "each letter needs one size")
+        self.sizes = sizes
+        self.shapes = shapes
+        return [(tuple(sizes[c] for c in self.out), np.result_type(*[x.dtype for x in inputs]))]
+
+    def _spec(self, terms, out: str) -> str:
+        return ",".join(terms) + "->" + out
+
+    def forward(self, xp, xs):
+        return (xp.einsum(self._spec(self.terms, self.out), *xs),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        grads = []
+        for i, need in enumerate(need_grads):
+            if not need:
+                grads.append(None)
+                continue
+            term = self.terms[i]
+            others = [t for j, t in enumerate(self.terms) if j != i]
+            known = set(self.out).union(*others)
+            unique = "".join(dict.fromkeys(term))
+            kept = "".join(c for c in unique if c in known)
+            g = xp.einsum(self._spec([self.out] + others, kept), gys[0],
+                          *[x for j, x in enumerate(xs) if j != i])
+            g = xp.broadcast_to(g.reshape([self.sizes[c] if c in kept else 1 for c in unique]),
+                                tuple(self.sizes[c] for c in unique))
+            grads.append(self._onto_diagonals(xp, g, term, unique).astype(xs[i].dtype, copy=False))
+        return tuple(grads)
+
+    def _onto_diagonals(self, xp, g, term: str, unique: str):
+        """``g`` (over each letter once) placed where ``term`` repeats a letter on its diagonal."""
+        if len(unique) == len(term):
+            return xp.ascontiguousarray(g)
+        spare = iter(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                     if c not in self.sizes)
+        seen, renamed, eyes = set(), [], []
+        for c in term:
+            if c in seen:
+                fresh = next(spare)
+                renamed.append(fresh)
+                eyes.append((c + fresh, xp.eye(self.sizes[c], dtype=g.dtype)))
+            else:
+                seen.add(c)
+                renamed.append(c)
+        spec = ",".join([unique] + [s for s, _ in eyes]) + "->" + "".join(renamed)
+        return xp.einsum(spec, g, *[e for _, e in eyes])
+
+
+def einsum(*x: Variable, **kw) -> Variable:
+    """Einstein summation of the variables by ``equation`` (keyword), e.g.
+    ``F.einsum(a, b, equation="bij,bjk->bik")``."""
+    (equation,) = _variadic("F.einsum", kw, {"equation": ""})
+    return Einsum(equation)(*x)
+
+
+class NonZero(Function):
+    """The indices of the non-zero elements, one row per axis (uint64); the output takes
+    its size from each forward."""
+
+    differentiable = False
+
+    def setup(self, inputs):
+        (x,) = inputs
+        count = int((x.d != 0).sum()) if x.data.allocated else 0
+        self.ndim = x.ndim
+        return [((x.ndim, count), np.dtype(np.uint64))]
+
+    def forward(self, xp, xs):
+        (x,) = xs
+        if self.ndim:
+            where = xp.stack(xp.nonzero(x))
+        else:
+            where = xp.zeros((0, int(x != 0)), np.uint64)
+        if where.shape != self.outputs[0].shape:  # the count is known only now
+            self.outputs[0].data.reset_shape(where.shape, force=True)
+        return (where.astype(np.uint64),)
+
+
+def nonzero(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """The (ndim, count) indices of the non-zero elements of ``x``."""
+    default_outputs("F.nonzero", n_outputs, outputs)
+    return NonZero()(x)
+
+
+class Trilu(Function):
+    """The upper (or lower) triangle of the matrices on the last two axes from diagonal
+    ``k`` on, the rest zeroed."""
+
+    grad_depends_on_inputs = False
+
+    def __init__(self, k: int, upper: bool):
+        self.k, self.upper = k, bool(upper)
+
+    def setup(self, inputs):
+        (x,) = inputs
+        if x.ndim < 2:
+            raise self.error(f"needs matrices on the last two axes, got shape {x.shape}")
+        if isinstance(self.k, bool) or not isinstance(self.k, (int, np.integer)):
+            raise self.error(f"k must be an int, got {self.k!r}")
+        rows, cols = x.shape[-2:]
+        band = np.arange(cols)[None, :] - np.arange(rows)[:, None]
+        self.mask = band >= self.k if self.upper else band <= self.k
+        return [(x.shape, x.dtype)]
+
+    def forward(self, xp, xs):
+        return (xp.where(xp.asarray(self.mask), xs[0], 0).astype(xs[0].dtype, copy=False),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (xp.where(xp.asarray(self.mask), gys[0], 0).astype(gys[0].dtype, copy=False),)
+
+
+def trilu(x: Variable, k: int = 0, upper: bool = True, n_outputs: int = -1,
+          outputs=None) -> Variable:
+    """The upper triangle of the last two axes from diagonal ``k`` (``upper=False``: the
+    lower triangle up to diagonal ``k``)."""
+    default_outputs("F.trilu", n_outputs, outputs)
+    return Trilu(k, upper)(x)
+
+
+class Unlink(Unary):
+    """A copy of the input that passes no gradient back."""
+
+    grad_depends_on_inputs = False
+
+    def forward(self, xp, xs):
+        return (xs[0].copy(),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (None,)
+
+
+def unlink(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """``x``'s values in a variable whose gradient stops there."""
+    default_outputs("F.unlink", n_outputs, outputs)
+    return Unlink()(x)
+
+
+class Assign(Function):
+    """Copies ``src`` into ``dst``'s data at each forward and outputs it; the gradient
+    goes to ``dst`` (as nnabla), none to ``src``."""
+
+    grad_depends_on_inputs = False
+
+    def setup(self, inputs):
+        dst, src = inputs
+        if dst.shape != src.shape:
+            raise self.error(f"dst of shape {dst.shape} and src of shape {src.shape} must have "
+                             "one shape")
+        return [(dst.shape, dst.dtype)]
+
+    def forward(self, xp, xs):
+        dst, src = xs
+        dst[...] = src
+        return (dst.copy(),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        return (gys[0], None)
+
+
+def assign(dst: Variable, src: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """Write ``src``'s values into ``dst`` when run, returning them."""
+    default_outputs("F.assign", n_outputs, outputs)
+    return Assign()(dst, src)
+
+
+class Shape(Function):
+    """The sizes of the input's axes from ``start`` to ``end`` (exclusive; 0 or None:
+    to the last), as a 1-D array of the context's float type, as nnabla."""
+
+    differentiable = False
+    grad_depends_on_inputs = False
+
+    def __init__(self, start: int | None, end: int | None):
+        self.start, self.end = start, end
+
+    def setup(self, inputs):
+        (x,) = inputs
+        for name, value in (("start", self.start), ("end", self.end)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+                raise self.error(f"{name} must be an int or None, got {value!r}")
+        start = 0 if self.start is None else int(self.start)
+        end = 0 if self.end is None else int(self.end)
+        self.values = x.shape[start:end if end else None]
+        self.dtype = self.context.dtype
+        return [((len(self.values),), self.dtype)]
+
+    def forward(self, xp, xs):
+        return (xp.asarray(self.values, dtype=self.dtype),)
+
+
+def shape(x: Variable, start: int | None = None, end: int | None = None, n_outputs: int = -1,
+          outputs=None) -> Variable:
+    """The shape of ``x`` (axes ``start`` to ``end``) as a 1-D variable."""
+    default_outputs("F.shape", n_outputs, outputs)
+    return Shape(start, end)(x)
