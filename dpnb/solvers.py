@@ -11,11 +11,13 @@ own.  The run's arrays are fetched at every call, because flat storage moves
 when it grows."""
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 import os
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
+from numbers import Real
 from types import ModuleType
 
 import numpy as np
@@ -32,7 +34,8 @@ from .storage import Run, contiguous_runs
 CPU_SLICE = 1 << 16
 
 __all__ = ["Solver", "SolverState", "Sgd", "Momentum", "Nesterov", "Adam", "AdamW", "Adagrad",
-           "RMSprop"]
+           "RMSprop", "Adadelta", "Adamax", "AMSGRAD", "AdaBound", "AMSBound", "AdaBelief", "Lamb",
+           "Lars", "Lion", "RMSpropGraves", "SgdW"]
 
 
 @dataclasses.dataclass
@@ -45,10 +48,48 @@ class SolverState:
 
 
 @dataclasses.dataclass
+class _Part:
+    """One slice of a run that an update handles at a time, and the parameters it
+    touches: ``first`` to ``stop`` (exclusive), starting at ``starts`` within the
+    slice (for ``reduceat``) and covering ``counts`` of its elements."""
+
+    slice: slice
+    first: int
+    stop: int
+    starts: object
+    counts: list[int]
+
+    def add_square_sums(self, xp: ModuleType, x, tmp, sums) -> None:
+        """Add each touched parameter's sum of ``x**2`` over this slice to ``sums``;
+        ``x`` and ``tmp`` are this slice of a run's array and of scratch."""
+        xp.multiply(x, x, out=tmp)
+        sums[self.first:self.stop] += xp.add.reduceat(tmp, self.starts)
+
+    def spread(self, xp: ModuleType, per_parameter):
+        """The per-parameter values ``per_parameter`` repeated over this slice's elements."""
+        return xp.repeat(per_parameter[self.first:self.stop], self.counts)
+
+
+def _parts(offsets: Sequence[int], size: int, xp: ModuleType, step: int) -> list[_Part]:
+    """A run of ``size`` elements with parameters starting at ``offsets``, cut into
+    slices of ``step`` elements (one slice on a GPU)."""
+    parts = []
+    starts = np.asarray(offsets, dtype=np.intp)
+    ends = np.append(starts[1:], size)
+    for lo in range(0, size, step):
+        hi = min(lo + step, size)
+        first, stop = bisect.bisect_right(offsets, lo) - 1, bisect.bisect_left(offsets, hi)
+        local = np.maximum(starts[first:stop], lo) - lo
+        counts = (np.minimum(ends[first:stop], hi) - lo - local).tolist()
+        parts.append(_Part(slice(lo, hi), first, stop, xp.asarray(local), counts))
+    return parts
+
+
+@dataclasses.dataclass
 class _RunState:
     """A run and what the solver keeps for it: flat state arrays laid out like the
-    run, its step count, a scratch buffer, and the parameters' offsets (an
-    array of ``xp``, for segment reductions) and sizes."""
+    run, its step count, scratch buffers, the parameters' offsets (an array of
+    ``xp``, for segment reductions) and sizes, and the slices of an update."""
 
     run: Run
     names: list[str]
@@ -58,6 +99,8 @@ class _RunState:
     scratch: object
     offsets: object
     sizes: tuple[int, ...]
+    parts: list[_Part]
+    spare: object = None
 
     def slices(self) -> list[tuple[str, slice]]:
         """Each parameter's name and its stretch of the run's flat arrays."""
@@ -72,18 +115,36 @@ class Solver:
 
     _state_names: tuple[str, ...] = ()
     _lr_name = "lr"
+    _flags: tuple[str, ...] = ()
+    _fused_decay = False
+    _default_decay: str | None = None
+    _spare_scratch = False
 
-    def __init__(self, **hyper: float):
-        self._hyper = {key: float(value) for key, value in hyper.items()}
+    def __init__(self, **hyper: float | bool):
+        self._hyper = {key: self._checked(key, value) for key, value in hyper.items()}
+        self._initial_lr = self._hyper[self._lr_name]
+        self._next_decay: float | None = None
         self._params: OrderedDict[str, Variable] = OrderedDict()
         self._runs: list[_RunState] = []
+
+    def _checked(self, key: str, value) -> float | bool:
+        """A hyperparameter as nnabla keeps it: a bool for the flags, else a float."""
+        if key in self._flags:
+            if not isinstance(value, (bool, np.bool_)):
+                raise DpnbError(f"{self.name} expects {key} to be True or False, got {value!r}; "
+                                f"pass {key}=True or {key}=False")
+            return bool(value)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real):
+            raise DpnbError(f"{self.name} expects {key} to be a number, got {value!r} "
+                            f"({type(value).__name__}); pass a float such as {key}=0.001")
+        return float(value)
 
     @property
     def name(self) -> str:
         return type(self).__name__
 
     @property
-    def info(self) -> dict[str, float]:
+    def info(self) -> dict[str, float | bool]:
         """The hyperparameters, by their nnabla names."""
         return dict(self._hyper)
 
@@ -169,9 +230,11 @@ class Solver:
         data = run.data()
         xp = array_module_of(data)
         state = {key: xp.zeros(run.size, data.dtype) for key in self._state_names}
+        step = CPU_SLICE if xp is np else max(run.size, 1)
         rs = _RunState(run, names, xp, state, t, xp.empty(run.size, data.dtype),
                        xp.asarray(np.asarray(run.offsets, dtype=np.intp)),
-                       tuple(v.size for v in run.variables))
+                       tuple(v.size for v in run.variables), _parts(run.offsets, run.size, xp, step),
+                       xp.empty(run.size, data.dtype) if self._spare_scratch else None)
         for name, stretch in rs.slices():
             for key, array in (kept[name][0].items() if name in kept else ()):
                 rs.state[key][stretch] = to_module(array, xp)
@@ -199,18 +262,22 @@ class Solver:
 
         On the CPU a run is updated in slices of ``CPU_SLICE`` elements, so that
         the update's passes over parameters, gradients, states and scratch stay
-        in cache; on a GPU each run is one pass of kernels."""
-        for rs in self._require_runs():
-            rs.t += 1
-            w, g = rs.run.data(), rs.run.grad()
-            if rs.xp is not np or w.size <= CPU_SLICE:
-                self._update_run(rs.xp, w, g, rs.state, rs.t, rs.scratch)
-                continue
-            for start in range(0, w.size, CPU_SLICE):
-                part = slice(start, start + CPU_SLICE)
-                self._update_run(np, w[part], g[part],
-                                 {name: s[part] for name, s in rs.state.items()}, rs.t,
-                                 rs.scratch[part])
+        in cache; on a GPU each run is one pass of kernels.  A decay rate set by
+        ``weight_decay`` for a fused solver lasts for this update only."""
+        try:
+            for rs in self._require_runs():
+                rs.t += 1
+                self._update_run_state(rs)
+        finally:
+            self._next_decay = None
+
+    def _update_run_state(self, rs: _RunState) -> None:
+        """Update one run, slice by slice, with the element-wise ``_update_run``."""
+        w, g = rs.run.data(), rs.run.grad()
+        for part in rs.parts:
+            s = part.slice
+            self._update_run(rs.xp, w[s], g[s], {name: a[s] for name, a in rs.state.items()},
+                             rs.t, rs.scratch[s])
 
     def _update_run(self, xp: ModuleType, w, g, state: dict, t: int, tmp) -> None:
         """Update the flat parameters ``w`` in place from the gradients ``g``,
@@ -218,14 +285,46 @@ class Solver:
         matching slices of the states and ``tmp`` is scratch of the same size."""
         raise NotImplementedError
 
+    def weight_decay_is_fused(self) -> bool:
+        """Whether ``weight_decay`` only sets the decay rate of the next ``update``
+        (which applies it its own way) instead of adding to the gradients."""
+        return self._fused_decay
+
     def weight_decay(self, decay_rate: float) -> None:
-        """Add ``decay_rate * w`` to each gradient (L2 regularisation), before ``update``."""
+        """Add ``decay_rate * w`` to each gradient (L2 regularisation), before ``update``;
+        in a fused solver, set the decay rate of the next ``update`` instead."""
         runs = self._require_runs()
+        decay_rate = self._number("weight_decay", "decay_rate", decay_rate)
+        if self.weight_decay_is_fused():
+            self._next_decay = decay_rate
+            return
         if decay_rate == 0:
             return
         for rs in runs:
             g = rs.run.grad()
             g += rs.xp.multiply(rs.run.data(), decay_rate, out=rs.scratch)
+
+    def _decay_rate(self) -> float:
+        """The decay rate a fused solver applies in this update."""
+        if self._next_decay is not None:
+            return self._next_decay
+        return self._hyper[self._default_decay] if self._default_decay else 0.0
+
+    def _lr_scale(self) -> float:
+        """The learning rate now over the one given at construction (the schedule's factor)."""
+        return self._hyper[self._lr_name] / self._initial_lr
+
+    def _number(self, method: str, what: str, value) -> float:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real):
+            raise DpnbError(f"{method} expects {what} to be a number, got {value!r} "
+                            f"({type(value).__name__})")
+        return float(value)
+
+    def scale_grad(self, scale: float) -> None:
+        """Multiply every registered gradient by ``scale`` (e.g. to undo loss scaling)."""
+        scale = self._number("scale_grad", "scale", scale)
+        for rs in self._require_runs():
+            rs.run.grad()[...] *= scale
 
     def clip_grad_by_norm(self, clip_norm: float) -> None:
         """Scale each parameter's gradient to an L2 norm of at most ``clip_norm``:
@@ -241,11 +340,25 @@ class Solver:
         """Whether any registered gradient holds NaN or infinity (to skip a bad step)."""
         return any(not bool(rs.xp.isfinite(rs.run.grad()).all()) for rs in self._require_runs())
 
+    def check_inf_grad(self) -> bool:
+        """Whether any registered gradient holds an infinity."""
+        return any(bool(rs.xp.isinf(rs.run.grad()).any()) for rs in self._require_runs())
+
+    def check_nan_grad(self) -> bool:
+        """Whether any registered gradient holds a NaN."""
+        return any(bool(rs.xp.isnan(rs.run.grad()).any()) for rs in self._require_runs())
+
+    def setup(self, params) -> None:
+        """Removed from nnabla (it raises there too): ``set_parameters`` replaces it."""
+        raise DpnbError(f"{self.name}.setup(params) is deprecated and refused, as in nnabla; "
+                        "call solver.set_parameters(param_dict) instead")
+
     def learning_rate(self) -> float:
         return self._hyper[self._lr_name]
 
     def set_learning_rate(self, learning_rate: float) -> None:
-        self._hyper[self._lr_name] = float(learning_rate)
+        self._hyper[self._lr_name] = self._number("set_learning_rate", "learning_rate",
+                                                  learning_rate)
 
     # -- states -------------------------------------------------------------
     def _host_states(self) -> Iterator[tuple[str, dict[str, np.ndarray], int]]:
@@ -429,26 +542,16 @@ class AdamW(Solver):
 
     _state_names = ("mean", "var")
     _lr_name = "alpha"
+    _fused_decay = True
+    _default_decay = "wd"
 
     def __init__(self, alpha: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999,
                  eps: float = 1e-8, wd: float = 1e-4):
         super().__init__(alpha=alpha, beta1=beta1, beta2=beta2, eps=eps, wd=wd)
-        self._initial_alpha = float(alpha)
-        self._next_decay: float | None = None
-
-    def weight_decay(self, decay_rate: float) -> None:
-        """Use ``decay_rate`` instead of ``wd`` in the next ``update`` (decoupled decay)."""
-        self._require_runs()
-        self._next_decay = float(decay_rate)
-
-    def update(self) -> None:
-        super().update()
-        self._next_decay = None
 
     def _update_run(self, xp, w, g, state, t, tmp):
         h = self._hyper
-        decay = h["wd"] if self._next_decay is None else self._next_decay
-        w *= 1 - h["alpha"] / self._initial_alpha * decay
+        w *= 1 - self._lr_scale() * self._decay_rate()
         _adam_step(xp, w, g, state["mean"], state["var"], t, tmp,
                    h["alpha"], h["beta1"], h["beta2"], h["eps"])
 
@@ -490,3 +593,396 @@ class RMSprop(Solver):
         xp.divide(g, tmp, out=tmp)
         tmp *= self._hyper["lr"]
         w -= tmp
+
+
+class Adadelta(Solver):
+    """AdaDelta: ``E[g^2] <- decay * E[g^2] + (1 - decay) * g**2``,
+    ``d = sqrt((E[d^2] + eps) / (E[g^2] + eps)) * g``,
+    ``E[d^2] <- decay * E[d^2] + (1 - decay) * d**2``, ``w <- w - lr * d``."""
+
+    _state_names = ("e_sqr_grad", "e_sqr_delta")
+    _spare_scratch = True
+
+    def __init__(self, lr: float = 1.0, decay: float = 0.95, eps: float = 1e-6):
+        super().__init__(lr=lr, decay=decay, eps=eps)
+
+    def _update_run_state(self, rs):
+        w, g = rs.run.data(), rs.run.grad()
+        for part in rs.parts:
+            s = part.slice
+            self._adadelta(rs.xp, w[s], g[s], rs.state["e_sqr_grad"][s],
+                           rs.state["e_sqr_delta"][s], rs.scratch[s], rs.spare[s])
+
+    def _adadelta(self, xp, w, g, e_grad, e_delta, tmp, tmp2):
+        decay, eps = self._hyper["decay"], self._hyper["eps"]
+        e_grad *= decay
+        xp.multiply(g, g, out=tmp)
+        tmp *= 1 - decay
+        e_grad += tmp
+        xp.add(e_grad, eps, out=tmp2)
+        xp.add(e_delta, eps, out=tmp)
+        tmp /= tmp2
+        xp.sqrt(tmp, out=tmp)
+        tmp *= g
+        e_delta *= decay
+        xp.multiply(tmp, tmp, out=tmp2)
+        tmp2 *= 1 - decay
+        e_delta += tmp2
+        tmp *= self._hyper["lr"]
+        w -= tmp
+
+
+class Adamax(Solver):
+    """AdaMax: ``m <- beta1 * m + (1 - beta1) * g``, ``u <- max(beta2 * u, |g|)``,
+    ``w <- w - alpha / (1 - beta1**t) * m / (u + eps)``.  (nnabla's docstring also
+    shows a ``sqrt(1 - beta2**t)`` factor that its update does not apply.)"""
+
+    _state_names = ("m", "u")
+    _lr_name = "alpha"
+
+    def __init__(self, alpha: float = 2e-3, beta1: float = 0.9, beta2: float = 0.999,
+                 eps: float = 1e-8):
+        super().__init__(alpha=alpha, beta1=beta1, beta2=beta2, eps=eps)
+
+    def _update_run(self, xp, w, g, state, t, tmp):
+        h, m, u = self._hyper, state["m"], state["u"]
+        _moving_average(xp, m, g, h["beta1"], tmp)
+        u *= h["beta2"]
+        xp.maximum(u, xp.abs(g, out=tmp), out=u)
+        xp.add(u, h["eps"], out=tmp)
+        xp.divide(m, tmp, out=tmp)
+        tmp *= h["alpha"] / (1 - h["beta1"] ** t)
+        w -= tmp
+
+
+def _moving_average(xp, m, g, beta: float, tmp) -> None:
+    """``m <- beta * m + (1 - beta) * g``."""
+    m *= beta
+    m += xp.multiply(g, 1 - beta, out=tmp)
+
+
+def _moving_square_average(xp, v, g, beta: float, tmp) -> None:
+    """``v <- beta * v + (1 - beta) * g**2``."""
+    v *= beta
+    xp.multiply(g, g, out=tmp)
+    tmp *= 1 - beta
+    v += tmp
+
+
+def _bias_corrected(alpha: float, beta1: float, beta2: float, t: int) -> float:
+    """Adam's step size ``alpha * sqrt(1 - beta2**t) / (1 - beta1**t)``."""
+    return alpha * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+
+
+class AMSGRAD(Solver):
+    """AMSGrad: Adam's moments, the running maximum ``v_hat`` of ``v``, and
+    ``w <- w - alpha_t * m / (sqrt(v_hat) + eps)``; ``alpha_t`` is ``alpha``, or
+    Adam's bias-corrected step size with ``bias_correction``."""
+
+    _state_names = ("m", "v", "v_hat")
+    _lr_name = "alpha"
+    _flags = ("bias_correction",)
+
+    def __init__(self, alpha: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999,
+                 eps: float = 1e-8, bias_correction: bool = False):
+        super().__init__(alpha=alpha, beta1=beta1, beta2=beta2, eps=eps,
+                         bias_correction=bias_correction)
+
+    def _update_run(self, xp, w, g, state, t, tmp):
+        h, m, v, v_hat = self._hyper, state["m"], state["v"], state["v_hat"]
+        _moving_average(xp, m, g, h["beta1"], tmp)
+        _moving_square_average(xp, v, g, h["beta2"], tmp)
+        xp.maximum(v_hat, v, out=v_hat)
+        alpha = (_bias_corrected(h["alpha"], h["beta1"], h["beta2"], t)
+                 if h["bias_correction"] else h["alpha"])
+        xp.sqrt(v_hat, out=tmp)
+        tmp += h["eps"]
+        xp.divide(m, tmp, out=tmp)
+        tmp *= alpha
+        w -= tmp
+
+
+def _bounded_step(xp, w, m, v, tmp, alpha: float, eps: float, low: float, high: float) -> None:
+    """``w <- w - clip(alpha / (sqrt(v) + eps), low, high) * m``."""
+    xp.sqrt(v, out=tmp)
+    tmp += eps
+    xp.divide(alpha, tmp, out=tmp)
+    xp.clip(tmp, low, high, out=tmp)
+    tmp *= m
+    w -= tmp
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    """``numerator / denominator``, infinite for a zero denominator (a bound that is off)."""
+    return numerator / denominator if denominator else math.inf
+
+
+class AdaBound(Solver):
+    """AdaBound: Adam whose per-element step size is clipped to
+    ``[final_lr * (1 - 1 / (gamma * t + 1)), final_lr * (1 + 1 / (gamma * t))]``,
+    ``final_lr`` following the schedule as ``final_lr * alpha / alpha_0``.  (These
+    are the bounds nnabla applies; its docstring writes ``1 - gamma`` for ``gamma``.)"""
+
+    _state_names = ("mean", "var")
+    _lr_name = "alpha"
+
+    def __init__(self, alpha: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999,
+                 eps: float = 1e-8, final_lr: float = 0.1, gamma: float = 1e-3):
+        super().__init__(alpha=alpha, beta1=beta1, beta2=beta2, eps=eps, final_lr=final_lr,
+                         gamma=gamma)
+
+    def _update_run(self, xp, w, g, state, t, tmp):
+        h, m, v = self._hyper, state["mean"], state["var"]
+        _moving_average(xp, m, g, h["beta1"], tmp)
+        _moving_square_average(xp, v, g, h["beta2"], tmp)
+        final_lr, gt = h["final_lr"] * self._lr_scale(), h["gamma"] * t
+        _bounded_step(xp, w, m, v, tmp, _bias_corrected(h["alpha"], h["beta1"], h["beta2"], t),
+                      h["eps"], final_lr * (1 - 1 / (gt + 1)), final_lr * (1 + _ratio(1, gt)))
+
+
+class AMSBound(Solver):
+    """AMSBound: AdaBound on AMSGrad's running maximum ``v_hat``, Adam's bias
+    correction only with ``bias_correction``.  As nnabla 1.39 computes it, the upper
+    bound is ``final_lr * (1 + t / gamma)`` (AdaBound's is ``1 + 1 / (gamma * t)``);
+    dpnb follows nnabla so that its programs train the same."""
+
+    _state_names = ("m", "v", "v_hat")
+    _lr_name = "alpha"
+    _flags = ("bias_correction",)
+
+    def __init__(self, alpha: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999,
+                 eps: float = 1e-8, final_lr: float = 0.1, gamma: float = 1e-3,
+                 bias_correction: bool = False):
+        super().__init__(alpha=alpha, beta1=beta1, beta2=beta2, eps=eps, final_lr=final_lr,
+                         gamma=gamma, bias_correction=bias_correction)
+
+    def _update_run(self, xp, w, g, state, t, tmp):
+        h, m, v, v_hat = self._hyper, state["m"], state["v"], state["v_hat"]
+        _moving_average(xp, m, g, h["beta1"], tmp)
+        _moving_square_average(xp, v, g, h["beta2"], tmp)
+        xp.maximum(v_hat, v, out=v_hat)
+        alpha = (_bias_corrected(h["alpha"], h["beta1"], h["beta2"], t)
+                 if h["bias_correction"] else h["alpha"])
+        final_lr = h["final_lr"] * self._lr_scale()
+        _bounded_step(xp, w, m, v_hat, tmp, alpha, h["eps"],
+                      final_lr * (1 - 1 / (h["gamma"] * t + 1)),
+                      final_lr * (1 + _ratio(t, h["gamma"])))
+
+
+class AdaBelief(Solver):
+    """AdaBelief: ``m`` as Adam's, ``s <- beta2 * s + (1 - beta2) * (g - m)**2 + eps``,
+    ``w <- w - alpha / (1 - beta1**t) * m / (sqrt(s / (1 - beta2**t)) + eps)``.
+
+    ``amsgrad`` keeps ``s`` without ``eps`` and steps with ``s_max <- max(s_max, s) + eps``;
+    ``rectify`` scales the step as RAdam does, and while RAdam's variance estimate is
+    not defined (rho_t <= 4) steps ``alpha * m``; ``weight_decouple`` makes
+    ``weight_decay`` fused: ``w <- w * (1 - alpha * wd)``, or ``w * (1 - wd)`` with
+    ``fixed_decay``, ``wd`` being replaced for one update by ``weight_decay(rate)``."""
+
+    _lr_name = "alpha"
+    _flags = ("amsgrad", "weight_decouple", "fixed_decay", "rectify")
+    _default_decay = "wd"
+
+    def __init__(self, alpha: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999,
+                 eps: float = 1e-8, wd: float = 0.0, amsgrad: bool = False,
+                 weight_decouple: bool = False, fixed_decay: bool = False,
+                 rectify: bool = False):
+        super().__init__(alpha=alpha, beta1=beta1, beta2=beta2, eps=eps, wd=wd, amsgrad=amsgrad,
+                         weight_decouple=weight_decouple, fixed_decay=fixed_decay,
+                         rectify=rectify)
+        self._state_names = ("mean", "var", "s_max") if amsgrad else ("mean", "var")
+
+    def weight_decay_is_fused(self) -> bool:
+        return self._hyper["weight_decouple"]
+
+    def _rectification(self, t: int) -> float | None:
+        """RAdam's factor r_t, or None while rho_t <= 4.  rho_t comes from ``beta2`` in
+        float32, as nnabla keeps it: rho_t nearly cancels for beta2 near 1."""
+        beta2 = float(np.float32(self._hyper["beta2"]))
+        rho_inf = 2 / (1 - beta2) - 1
+        rho = rho_inf - 2 * t * beta2 ** t / (1 - beta2 ** t)
+        if rho <= 4:
+            return None
+        return math.sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho))
+
+    def _update_run(self, xp, w, g, state, t, tmp):
+        h, m, s = self._hyper, state["mean"], state["var"]
+        if h["weight_decouple"]:
+            decay = self._decay_rate()
+            w *= 1 - (decay if h["fixed_decay"] else h["alpha"] * decay)
+        _moving_average(xp, m, g, h["beta1"], tmp)
+        s *= h["beta2"]
+        xp.subtract(g, m, out=tmp)
+        tmp *= tmp
+        tmp *= 1 - h["beta2"]
+        s += tmp
+        if h["amsgrad"]:
+            s = state["s_max"]
+            xp.maximum(s, state["var"], out=s)
+        s += h["eps"]
+        rectified = self._rectification(t) if h["rectify"] else 1.0
+        if rectified is None:
+            w -= xp.multiply(m, h["alpha"], out=tmp)
+            return
+        xp.sqrt(s, out=tmp)
+        tmp *= 1 / math.sqrt(1 - h["beta2"] ** t)
+        tmp += h["eps"]
+        xp.divide(m, tmp, out=tmp)
+        tmp *= h["alpha"] * rectified / (1 - h["beta1"] ** t)
+        w -= tmp
+
+
+class Lamb(Solver):
+    """LAMB: Adam's moments (bias-corrected with ``bias_correction``),
+    ``r = m / (sqrt(v) + eps) + lambda * w`` and, per parameter,
+    ``w <- w - eta * clip(||w||, gamma_l, gamma_u) / ||r|| * r``, where ``lambda`` is
+    the fused decay rate that ``weight_decay`` sets for one update (else 0)."""
+
+    _state_names = ("mean", "var")
+    _lr_name = "eta"
+    _flags = ("bias_correction",)
+    _fused_decay = True
+    _spare_scratch = True
+
+    def __init__(self, eta: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999,
+                 gamma_l: float = 0.0, gamma_u: float = 10.0, eps: float = 1e-6,
+                 bias_correction: bool = False):
+        super().__init__(eta=eta, beta1=beta1, beta2=beta2, gamma_l=gamma_l, gamma_u=gamma_u,
+                         eps=eps, bias_correction=bias_correction)
+
+    def _update_run_state(self, rs):
+        xp, h, t = rs.xp, self._hyper, rs.t
+        w, g, decay = rs.run.data(), rs.run.grad(), self._decay_rate()
+        m_scale, v_scale = ((1 - h["beta1"] ** t, math.sqrt(1 - h["beta2"] ** t))
+                            if h["bias_correction"] else (1.0, 1.0))
+        w_sums, r_sums = (xp.zeros(len(rs.sizes), w.dtype) for _ in range(2))
+        for part in rs.parts:  # r into scratch, and the per-parameter norms of w and r
+            s = part.slice
+            m, v, r, tmp = rs.state["mean"][s], rs.state["var"][s], rs.scratch[s], rs.spare[s]
+            _moving_average(xp, m, g[s], h["beta1"], tmp)
+            _moving_square_average(xp, v, g[s], h["beta2"], tmp)
+            xp.sqrt(v, out=r)
+            r *= 1 / v_scale
+            r += h["eps"]
+            xp.divide(m, r, out=r)
+            r *= 1 / m_scale
+            if decay:
+                r += xp.multiply(w[s], decay, out=tmp)
+            part.add_square_sums(xp, w[s], tmp, w_sums)
+            part.add_square_sums(xp, r, tmp, r_sums)
+        r_norms = xp.sqrt(r_sums)
+        trust = xp.clip(xp.sqrt(w_sums), h["gamma_l"], h["gamma_u"])
+        trust /= xp.where(r_norms > 0, r_norms, 1)
+        trust *= h["eta"]
+        for part in rs.parts:
+            s = part.slice
+            w[s] -= xp.multiply(rs.scratch[s], part.spread(xp, trust), out=rs.spare[s])
+
+
+class Lars(Solver):
+    """LARS with momentum: per parameter the local rate
+    ``coefficient * ||w|| / (||g|| + lambda * ||w||)`` (that denominator plus ``eps``
+    when it is below ``eps``; the rate is 1 when ``||w|| < eps``), then
+    ``v <- momentum * v + lr * rate * (g + lambda * w)``, ``w <- w - v``, ``lambda``
+    being the fused decay rate that ``weight_decay`` sets for one update (else 0)."""
+
+    _state_names = ("v",)
+    _fused_decay = True
+
+    def __init__(self, lr: float = 1e-3, momentum: float = 0.9, coefficient: float = 1e-3,
+                 eps: float = 1e-6):
+        super().__init__(lr=lr, momentum=momentum, coefficient=coefficient, eps=eps)
+
+    def _update_run_state(self, rs):
+        xp, h = rs.xp, self._hyper
+        w, g, decay, eps = rs.run.data(), rs.run.grad(), self._decay_rate(), h["eps"]
+        w_sums, g_sums = (xp.zeros(len(rs.sizes), w.dtype) for _ in range(2))
+        for part in rs.parts:
+            s = part.slice
+            part.add_square_sums(xp, w[s], rs.scratch[s], w_sums)
+            part.add_square_sums(xp, g[s], rs.scratch[s], g_sums)
+        w_norms = xp.sqrt(w_sums)
+        denominator = xp.sqrt(g_sums) + decay * w_norms
+        denominator += xp.where(denominator < eps, eps, 0).astype(w.dtype)
+        rate = xp.where(w_norms < eps, 1, h["coefficient"] * w_norms / denominator)
+        rate = (rate * h["lr"]).astype(w.dtype)
+        for part in rs.parts:
+            s = part.slice
+            v, tmp = rs.state["v"][s], rs.scratch[s]
+            xp.multiply(w[s], decay, out=tmp)
+            tmp += g[s]
+            tmp *= part.spread(xp, rate)
+            v *= h["momentum"]
+            v += tmp
+            w[s] -= v
+
+
+class Lion(Solver):
+    """Lion: ``u = sign(beta1 * m + (1 - beta1) * g)``, ``w <- w - lr * (u + lambda * w)``,
+    ``m <- beta2 * m + (1 - beta2) * g``, ``lambda`` being the fused decay rate that
+    ``weight_decay`` sets for one update (else 0)."""
+
+    _state_names = ("m",)
+    _fused_decay = True
+
+    def __init__(self, lr: float = 1e-4, beta1: float = 0.9, beta2: float = 0.99):
+        super().__init__(lr=lr, beta1=beta1, beta2=beta2)
+
+    def _update_run(self, xp, w, g, state, t, tmp):
+        h, m = self._hyper, state["m"]
+        xp.subtract(g, m, out=tmp)
+        tmp *= 1 - h["beta1"]
+        tmp += m
+        xp.sign(tmp, out=tmp)
+        tmp *= h["lr"]
+        w *= 1 - h["lr"] * self._decay_rate()
+        w -= tmp
+        xp.subtract(g, m, out=tmp)
+        tmp *= 1 - h["beta2"]
+        m += tmp
+
+
+class RMSpropGraves(Solver):
+    """Graves' RMSprop: ``n <- decay * n + (1 - decay) * g**2``,
+    ``g_avg <- decay * g_avg + (1 - decay) * g`` (state ``g``),
+    ``d <- momentum * d - lr * g / sqrt(n - g_avg**2 + eps)``, ``w <- w + d``."""
+
+    _state_names = ("n", "g", "d")
+
+    def __init__(self, lr: float = 1e-4, decay: float = 0.95, momentum: float = 0.9,
+                 eps: float = 1e-4):
+        super().__init__(lr=lr, decay=decay, momentum=momentum, eps=eps)
+
+    def _update_run(self, xp, w, g, state, t, tmp):
+        h, n, average, d = self._hyper, state["n"], state["g"], state["d"]
+        _moving_square_average(xp, n, g, h["decay"], tmp)
+        _moving_average(xp, average, g, h["decay"], tmp)
+        xp.multiply(average, average, out=tmp)
+        xp.subtract(n, tmp, out=tmp)
+        tmp += h["eps"]
+        xp.sqrt(tmp, out=tmp)
+        xp.divide(g, tmp, out=tmp)
+        tmp *= h["lr"]
+        d *= h["momentum"]
+        d -= tmp
+        w += d
+
+
+class SgdW(Solver):
+    """Momentum SGD with decoupled weight decay: ``m <- momentum * m + lr * g``,
+    ``w <- w - m - (lr / lr_0) * wd * w``; ``weight_decay(rate)`` replaces ``wd``
+    for the next update only."""
+
+    _state_names = ("m",)
+    _fused_decay = True
+    _default_decay = "wd"
+
+    def __init__(self, lr: float = 1e-3, momentum: float = 0.9, wd: float = 1e-4):
+        super().__init__(lr=lr, momentum=momentum, wd=wd)
+
+    def _update_run(self, xp, w, g, state, t, tmp):
+        m = state["m"]
+        m *= self._hyper["momentum"]
+        m += xp.multiply(g, self._hyper["lr"], out=tmp)
+        w *= 1 - self._lr_scale() * self._decay_rate()
+        w -= m
