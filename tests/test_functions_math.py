@@ -193,7 +193,7 @@ def test_with_index_and_only_index(fn, ref, ref_arg, axis, keepdims, rng):
 
 def test_the_index_output_passes_no_gradient_but_only_index_does_as_in_nnabla():
     x = _variable(np.array([[1.0, 3.0, 2.0], [4.0, 0.0, 4.0]]), need_grad=True)
-    value, index = F.max(x, axis=1, with_index=True)
+    _, index = F.max(x, axis=1, with_index=True)
     index.forward()
     index.backward(np.ones(2))
     np.testing.assert_array_equal(x.g, 0)
@@ -283,6 +283,203 @@ def test_gpu_matches_cpu(name, rng):
     a, b = _positive(rng, 2, 3, 4), _positive(rng, 3, 4)
     probe = build(nn.Variable(a.shape), nn.Variable(b.shape))
     w = rng.randn(*probe.shape)
+    y_cpu, g_cpu = _run(build, [a, b], w)
+    with nn.context_scope(get_extension_context("cudnn")):
+        y_gpu, g_gpu = _run(build, [a, b], w)
+    np.testing.assert_allclose(y_gpu, y_cpu, rtol=1e-10, atol=1e-12)
+    for gg, gc in zip(g_gpu, g_cpu):
+        np.testing.assert_allclose(gg, gc, rtol=1e-10, atol=1e-12)
+
+
+# -- the elementwise functions of nnabla's math family: what the shared cases leave out --
+
+def _forward(y):
+    y.forward()
+    return y.d
+
+
+def test_erf_matches_the_standard_library_to_double_precision():
+    import math
+    x = np.linspace(-7.0, 7.0, 2001)
+    y = _forward(F.erf(_variable(x)))
+    np.testing.assert_allclose(y, [math.erf(v) for v in x], rtol=0, atol=1e-14)
+    assert _forward(F.erf(_variable(x.astype(np.float32)))).dtype == np.float32
+
+
+def test_round_takes_halves_away_from_zero_unlike_numpy():
+    x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49999997, -0.49999997], np.float32)
+    np.testing.assert_array_equal(_forward(F.round(_variable(x))), [-3, -2, -1, 1, 2, 3, 0, 0])
+
+
+@pytest.mark.parametrize("fn", [F.floor, F.ceil, F.round, F.sign])
+def test_piecewise_constant_functions_pass_the_gradient_straight_through(fn):
+    x = _variable(np.array([-1.7, 0.0, 0.3, 2.5]), need_grad=True)
+    y = fn(x)
+    y.forward()
+    y.backward(np.array([1.0, -2.0, 3.0, 4.0]))
+    np.testing.assert_array_equal(x.g, [1.0, -2.0, 3.0, 4.0])
+
+
+def test_sign_gives_alpha_at_zero():
+    x = _variable(np.array([-0.5, 0.0, 2.0], np.float32))
+    np.testing.assert_array_equal(_forward(F.sign(x)), [-1, 1, 1])
+    np.testing.assert_array_equal(_forward(F.sign(x, alpha=0.0)), [-1, 0, 1])
+
+
+def test_mul_n_gradient_is_exact_where_inputs_are_zero():
+    # nnabla divides the product by each input and gives NaN here; dpnb multiplies the others
+    arrays = [np.array([0.0, 2.0, 3.0]), np.array([5.0, 0.0, 4.0]), np.array([2.0, 3.0, 0.5])]
+    xs = [_variable(a, need_grad=True) for a in arrays]
+    y = F.mul_n(*xs)
+    y.forward()
+    y.backward(np.ones(3))
+    np.testing.assert_array_equal(xs[0].g, [10.0, 0.0, 2.0])
+    np.testing.assert_array_equal(xs[1].g, [0.0, 6.0, 1.5])
+    np.testing.assert_array_equal(xs[2].g, [0.0, 0.0, 12.0])
+
+
+def test_mul_n_and_add_n_of_four_inputs(rng):
+    arrays = [rng.uniform(0.5, 2.0, (2, 3)) for _ in range(4)]
+    y = check_grad(F.mul_n, arrays)
+    np.testing.assert_allclose(y.d, np.prod(arrays, axis=0))
+    y = check_grad(F.add_n, arrays)
+    np.testing.assert_allclose(y.d, np.sum(arrays, axis=0))
+
+
+@pytest.mark.parametrize("fn", [F.add_n, F.mul_n])
+def test_n_ary_functions_reject_no_inputs_other_shapes_and_stray_keywords(fn):
+    name = "AddN" if fn is F.add_n else "MulN"
+    with pytest.raises(DpnbError, match=rf"{name}: needs at least one input variable, got none"):
+        fn()
+    with pytest.raises(DpnbError, match=rf"{name}: every input must have the shape of input 0, "
+                                        r"\(2, 3\); input 2 has \(3,\); broadcast"):
+        fn(nn.Variable((2, 3)), nn.Variable((2, 3)), nn.Variable((3,)))
+    with pytest.raises(DpnbError, match=r"takes the input variables and n_outputs / outputs "
+                                        r"only, got keyword\(s\) axis"):
+        fn(nn.Variable((2, 3)), axis=0)
+    with pytest.raises(DpnbError, match=r"n_outputs and outputs hand in output variables"):
+        fn(nn.Variable((2, 3)), n_outputs=2)
+    assert fn(nn.Variable((2, 3)), n_outputs=-1, outputs=None).shape == (2, 3)
+
+
+@pytest.mark.parametrize("fn", [F.maximum2, F.minimum2, F.atan2, F.mod2, F.bc_add2])
+def test_binary_math_rejects_shapes_that_do_not_broadcast(fn):
+    with pytest.raises(DpnbError, match=r"shapes \(2, 3\) and \(2,\) do not broadcast together"):
+        fn(nn.Variable((2, 3)), nn.Variable((2,)))
+
+
+def test_mod2_has_no_gradient_and_keeps_integers():
+    a = _variable(np.array([-7, 7], np.int32))
+    b = _variable(np.array([3, -3], np.int32))
+    y = F.mod2(a, b)
+    assert y.dtype == np.int32
+    np.testing.assert_array_equal(_forward(y), [2, -2])
+    x = _variable(np.array([-3.5, 3.5]), need_grad=True)
+    z = F.mod2(x, _variable(np.array([2.0, 2.0])))
+    assert not z.need_grad
+    np.testing.assert_array_equal(_forward(z), [-1.5, 1.5])
+
+
+def test_reset_nan_and_inf_leave_the_other_special_value():
+    x = np.array([np.nan, np.inf, -np.inf, 1.0], np.float32)
+    np.testing.assert_array_equal(_forward(F.reset_nan(_variable(x), 5)), [5, np.inf, -np.inf, 1])
+    np.testing.assert_array_equal(_forward(F.reset_inf(_variable(x), 5))[1:], [5, 5, 1])
+    assert np.isnan(_forward(F.reset_inf(_variable(x)))[0])
+
+
+def test_clip_by_value_rejects_bounds_that_are_not_numbers_or_variables():
+    with pytest.raises(DpnbError, match=r"F.clip_by_value: min must be a number or an "
+                                        r"nn.Variable, got list"):
+        F.clip_by_value(nn.Variable((2,)), [0.0], 1.0)
+    with pytest.raises(DpnbError, match=r"F.clip_by_value: max must be a number or an "
+                                        r"nn.Variable, got str"):
+        F.clip_by_value(nn.Variable((2,)), 0.0, "1")
+
+
+def test_clip_by_value_with_broadcast_variable_bounds(rng):
+    x = rng.randn(2, 3) * 2
+    lo, hi = np.array([-1.0, -0.5, -0.2]), np.array([[0.3], [1.1]])
+    y = F.clip_by_value(_variable(x), _variable(lo), _variable(hi))
+    np.testing.assert_array_equal(_forward(y), np.minimum(np.maximum(x, lo), hi))
+
+
+@pytest.mark.parametrize("axis, message", [
+    (2, r"F.clip_by_norm: axis must be an int in \[-2, 2\) for an input of 2 dimensions, got 2"),
+    ((0, 0), r"F.clip_by_norm: axis \(0, 0\) names an axis more than once"),
+    ("0", r"F.clip_by_norm: axis must be an int, a list or tuple of ints, or None, got '0'"),
+])
+def test_clip_by_norm_rejects_bad_axes(axis, message):
+    with pytest.raises(DpnbError, match=message):
+        F.clip_by_norm(nn.Variable((2, 3)), 1.0, axis=axis)
+
+
+@pytest.mark.parametrize("clip_norm", [0.0, -1.0, "1"])
+def test_clip_by_norm_needs_a_positive_clip_norm(clip_norm):
+    with pytest.raises(DpnbError, match=r"F.clip_by_norm: clip_norm must be a positive number "
+                                        r"or an nn.Variable, got"):
+        F.clip_by_norm(nn.Variable((2, 3)), clip_norm)
+
+
+def test_clip_grad_by_norm_rejects_bad_axes_when_built():
+    # nnabla accepts them here and fails only in backward
+    with pytest.raises(DpnbError, match=r"ClipGradByNorm: axes must be an int in \[-2, 2\)"):
+        F.clip_grad_by_norm(nn.Variable((2, 3)), 1.0, axes=(2,))
+    with pytest.raises(DpnbError, match=r"ClipGradByNorm: clip_norm must be a number, got str"):
+        F.clip_grad_by_norm(nn.Variable((2, 3)), "1")
+
+
+def test_clip_grad_by_value_needs_bounds_of_the_shape_of_x():
+    # nnabla reads past the end of smaller bounds; dpnb asks for them at full shape
+    with pytest.raises(DpnbError, match=r"ClipGradByValue: min must have the shape of x, "
+                                        r"\(2, 3\), got \(3,\); broadcast it first"):
+        F.clip_grad_by_value(nn.Variable((2, 3)), nn.Variable((3,)), nn.Variable((2, 3)))
+    with pytest.raises(DpnbError, match=r"ClipGradByValue: input 1 must be an nn.Variable, "
+                                        r"got float"):
+        F.clip_grad_by_value(nn.Variable((2, 3)), -1.0, 1.0)
+
+
+def test_clip_grad_functions_are_the_identity_forward(rng):
+    x = rng.randn(2, 3)
+    for y in (F.clip_grad_by_norm(_variable(x), 0.1),
+              F.clip_grad_by_value(_variable(x), _variable(np.zeros((2, 3))),
+                                   _variable(np.ones((2, 3))))):
+        np.testing.assert_array_equal(_forward(y), x)
+
+
+@pytest.mark.parametrize("fn", [F.sin, F.abs, F.erf, F.floor, F.sign, F.reset_nan,
+                                F.maximum_scalar, F.clip_grad_by_norm])
+def test_unary_math_rejects_caller_made_outputs(fn):
+    with pytest.raises(DpnbError, match=r"n_outputs and outputs hand in output variables, which "
+                                        r"dpnb makes itself; got n_outputs=1"):
+        fn(nn.Variable((2,)), n_outputs=1)
+
+
+def test_scalar_math_rejects_a_non_number():
+    with pytest.raises(DpnbError, match=r"MaximumScalar: val must be a number, got str"):
+        F.maximum_scalar(nn.Variable((2,)), "1")
+    with pytest.raises(DpnbError, match=r"ResetNaN: val must be a number, got NoneType"):
+        F.reset_nan(nn.Variable((2,)), None)
+
+
+GPU_ELEMENTWISE = {
+    "trig": lambda a, b: F.sin(a) * F.cos(b) + F.tan(a * 0.5) + F.atan2(a, b),
+    "inverse": lambda a, b: F.asin(a * 0.4) + F.acos(b * 0.4) + F.atan(a) + F.asinh(b)
+    + F.acosh(a + 2.0) + F.atanh(b * 0.4),
+    "hyperbolic_erf_sinc": lambda a, b: F.sinh(a) + F.cosh(b) + F.erf(a) + F.sinc(b),
+    "rounding": lambda a, b: F.floor(a * 3) + F.ceil(b * 3) + F.round(a * 3) + F.sign(b - 1),
+    "extrema": lambda a, b: F.maximum2(a, b) + F.minimum2(a, b) + F.maximum_scalar(a, 1.0)
+    + F.minimum_scalar(b, 1.0) + F.clip_by_value(a, 0.8, 1.5),
+    "n_ary": lambda a, b: F.mul_n(a, b, a) + F.add_n(a, b) + F.abs(a - b),
+    "clipping": lambda a, b: F.clip_grad_by_norm(F.clip_by_norm(a * b, 1.0, axis=1), 0.5),
+}
+
+
+@requires_gpu
+@pytest.mark.parametrize("name", GPU_ELEMENTWISE)
+def test_gpu_elementwise_matches_cpu(name, rng):
+    build = GPU_ELEMENTWISE[name]
+    a, b = _positive(rng, 3, 4), _positive(rng, 3, 4)
+    w = rng.randn(3, 4)
     y_cpu, g_cpu = _run(build, [a, b], w)
     with nn.context_scope(get_extension_context("cudnn")):
         y_gpu, g_gpu = _run(build, [a, b], w)
