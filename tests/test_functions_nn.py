@@ -132,11 +132,9 @@ def test_convolution_input_gradient_only(rng):
 def test_convolution_errors():
     x = nn.Variable((2, 4, 5, 5))
     w = nn.Variable((6, 4, 3, 3))
-    with pytest.raises(DpnbError, match="channel_last=True is not supported"):
-        F.convolution(x, w, channel_last=True)
-    with pytest.raises(DpnbError, match="only 2-D convolution is supported"):
-        F.convolution(nn.Variable((2, 4, 5)), nn.Variable((6, 4, 3)))
-    with pytest.raises(DpnbError, match="weight.shape.1. must be 4/1"):
+    with pytest.raises(DpnbError, match="at least one spatial axis after the sample axes"):
+        F.convolution(nn.Variable((2, 4)), nn.Variable((6, 4)))
+    with pytest.raises(DpnbError, match="input-channel axis must be 4/1"):
         F.convolution(x, nn.Variable((6, 3, 3, 3)))
     with pytest.raises(DpnbError, match="with group=3"):
         F.convolution(x, nn.Variable((6, 1, 3, 3)), group=3)
@@ -144,10 +142,16 @@ def test_convolution_errors():
         F.convolution(x, nn.Variable((6, 4, 3, 3)), dilation=(3, 1))
     with pytest.raises(DpnbError, match=r"bias must have shape \(6,\)"):
         F.convolution(x, w, nn.Variable((4,)))
-    with pytest.raises(DpnbError, match="stride must be 2 int\(s\) >= 1"):
+    with pytest.raises(DpnbError, match=r"stride must be 2 int\(s\) >= 1"):
         F.convolution(x, w, stride=(0, 1))
-    with pytest.raises(DpnbError, match=r"weight must have shape \(out_channels"):
+    with pytest.raises(DpnbError, match=r"pad must be 2 int\(s\) >= 0"):
+        F.convolution(x, w, pad=(1,))
+    with pytest.raises(DpnbError, match=r"weight must have shape \(OC, C/group, \*kernel\) for 2"):
         F.convolution(x, nn.Variable((6, 4, 3)))
+    with pytest.raises(DpnbError, match=r"weight must have shape \(OC, \*kernel, C/group\)"):
+        F.convolution(nn.Variable((2, 5, 5, 4)), nn.Variable((6, 4, 3, 3, 3)), channel_last=True)
+    with pytest.raises(DpnbError, match="input-channel axis must be 4/1"):
+        F.convolution(nn.Variable((2, 5, 5, 4)), w, channel_last=True)
 
 
 STRIDE_1_CASES = [
@@ -172,11 +176,13 @@ def test_convolution_stride_1_gradients_match_col2im(rng, options):
     fn = y.parent
     gy = rng.randn(*y.shape)
     gx, gw = fn.backward(np, [x, w], None, [gy], [True, True])
-    gy = gy.reshape(2, group, 6 // group, -1)
-    col2im = fn._add_columns_to_image(np, np.matmul(fn._weight_matrix(w).swapaxes(-1, -2), gy))
+    geo = fn.geometry
+    grouped = gy.reshape(2, group, 6 // group, -1)
+    col2im = geo.add_columns_to_image(np, np.matmul(geo.weight_matrix(w).swapaxes(-1, -2),
+                                                    grouped))
     np.testing.assert_allclose(gx, col2im, rtol=1e-12, atol=1e-12)
-    x_columns = fn._columns(np, x)
-    np.testing.assert_allclose(gw, np.matmul(gy, x_columns.swapaxes(-1, -2)).sum(axis=0)
+    x_columns = geo.columns(np, x)
+    np.testing.assert_allclose(gw, np.matmul(grouped, x_columns.swapaxes(-1, -2)).sum(axis=0)
                                .reshape(w.shape), rtol=1e-12, atol=1e-12)
 
 

@@ -1,6 +1,8 @@
-"""Affine and 2-D convolution layers (the matrix products of a network)."""
+"""Affine, convolution and deconvolution (plain, grouped, depthwise) over any number of
+spatial axes: the matrix products of a network."""
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -8,7 +10,8 @@ import numpy as np
 from ..graph import Function, Variable
 from .base import base_axis_of, int_tuple, workspace
 
-__all__ = ["affine", "convolution"]
+__all__ = ["affine", "convolution", "deconvolution", "depthwise_convolution",
+           "depthwise_deconvolution"]
 
 
 class Affine(Function):
@@ -59,165 +62,282 @@ def affine(x: Variable, weight: Variable, bias: Variable | None = None,
     return Affine(base_axis)(*inputs)
 
 
-def _im2col(xp, x, group: int, kernel, pad, stride, dilation, out_hw):
-    """The patch of NCHW ``x`` (zero-padded by ``pad``) under each of the ``out_hw``
-    output pixels, as (B, group, C/group * kh * kw, Ho * Wo) in the column workspace."""
-    b, c, h, w = x.shape
-    (ph, pw), (sh, sw), (dh, dw) = pad, stride, dilation
-    if ph or pw:
-        padded = xp.zeros((b, c, h + 2 * ph, w + 2 * pw), x.dtype)
-        padded[:, :, ph:ph + h, pw:pw + w] = x
-        x = padded
-    (kh, kw), (ho, wo), cg = kernel, out_hw, c // group
-    s_b, s_c, s_h, s_w = x.strides
-    shape = (b, group, cg, kh, kw, ho, wo)
-    strides = (s_b, s_c * cg, s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw)
+# -- the geometry shared by convolution and deconvolution ---------------------
+
+def _padded(xp, x, pad):
+    """Channel-first ``x`` (B, C, *spatial) with ``pad`` zeros on both sides of each
+    spatial axis (``x`` itself without padding)."""
+    if not any(pad):
+        return x
+    b, c, *size = x.shape
+    out = xp.zeros((b, c) + tuple(n + 2 * p for n, p in zip(size, pad)), x.dtype)
+    out[(slice(None), slice(None)) + tuple(slice(p, p + n) for p, n in zip(pad, size))] = x
+    return out
+
+
+def _im2col(xp, x, group: int, kernel, pad, stride, dilation, out_size):
+    """The patch of channel-first ``x`` (zero-padded by ``pad``) under each output
+    position, as (B, group, C/group * prod(kernel), prod(out_size)) in the column workspace."""
+    b, c = x.shape[:2]
+    x = _padded(xp, x, pad)
+    cg = c // group
+    s_b, s_c, *s_space = x.strides
+    shape = (b, group, cg) + tuple(kernel) + tuple(out_size)
+    strides = ((s_b, s_c * cg, s_c) + tuple(s * d for s, d in zip(s_space, dilation))
+               + tuple(s * t for s, t in zip(s_space, stride)))
     columns = workspace(xp, shape, x.dtype)
     columns[...] = xp.lib.stride_tricks.as_strided(x, shape=shape, strides=strides)
-    return columns.reshape(b, group, cg * kh * kw, ho * wo)
+    return columns.reshape(b, group, cg * int(np.prod(kernel)), int(np.prod(out_size)))
 
 
-class Convolution(Function):
-    """2-D convolution (cross-correlation) of NCHW input by im2col and batched matmul.
+class _Geometry:
+    """One channel-first convolution of fixed shapes: input (B, C, *size), weight
+    (OC, C/group, *kernel), output (B, OC, *out_size), by im2col and batched matmul.
 
+    Its forward is a convolution's and its input gradient a deconvolution's forward.
     With stride 1 the input gradient is itself a convolution, of the output gradient with
     the flipped kernel; the columns of the output gradient then give both gradients."""
+
+    def __init__(self, batch: int, channels: int, size, out_channels: int, kernel, pad, stride,
+                 dilation, group: int, out_size):
+        self.batch, self.channels, self.size = batch, channels, tuple(size)
+        self.out_channels, self.kernel, self.out_size = out_channels, tuple(kernel), tuple(out_size)
+        self.pad, self.stride, self.dilation, self.group = pad, stride, dilation, group
+        self.x_shape = (batch, channels) + self.size
+        self.w_shape = (out_channels, channels // group) + self.kernel
+        self.pointwise = (all(k == 1 for k in kernel) and all(s == 1 for s in stride)
+                          and not any(pad))
+        self.unit_stride = all(s == 1 for s in stride)
+
+    def weight_matrix(self, w):
+        """The weight as (group, OC/group, C/group * prod(kernel))."""
+        return w.reshape(self.group, self.out_channels // self.group, -1)
+
+    def columns(self, xp, x):
+        """The input patch under each output position: (B, group, C/group * K, prod(out))."""
+        b, c, g = self.batch, self.channels, self.group
+        x = x.reshape(self.x_shape)
+        if self.pointwise:
+            return x.reshape(b, g, c // g, -1)
+        return _im2col(xp, x, g, self.kernel, self.pad, self.stride, self.dilation, self.out_size)
+
+    def output_grad_columns(self, xp, gy):
+        """For stride 1, the columns of gy padded by d (k - 1) - p: (B, group, OC/group * K,
+        prod(size)).  The input gradient is their product with the flipped weight (a
+        convolution), the weight gradient the batch sum of the input's product with them."""
+        pads = tuple(d * (k - 1) - p for d, k, p in zip(self.dilation, self.kernel, self.pad))
+        # A pad beyond the kernel's reach leaves border outputs that see only zeros: crop them.
+        crop = tuple(slice(max(-q, 0), n - max(-q, 0)) for q, n in zip(pads, self.out_size))
+        gy = gy.reshape((self.batch, self.out_channels) + self.out_size)[(Ellipsis,) + crop]
+        return _im2col(xp, gy, self.group, self.kernel, tuple(max(q, 0) for q in pads),
+                       self.stride, self.dilation, self.size)
+
+    def flip(self, a):
+        """(group * m, n, *kernel) as (group, n, m * K) with the kernel reversed: the weight
+        (m = OC/group) in the layout of the stride-1 input gradient, and back for its gradient."""
+        g, (m, n) = self.group, a.shape[:2]
+        a = a.reshape((g, m // g, n) + self.kernel)[(Ellipsis,) + (slice(None, None, -1),)
+                                                     * len(self.kernel)]
+        return a.swapaxes(1, 2).reshape(g, n, -1)
+
+    def add_columns_to_image(self, xp, columns):
+        """col2im: the input gradient from that of the columns, summed over kernel offsets."""
+        b, c = self.batch, self.channels
+        columns = columns.reshape((b, c) + self.kernel + self.out_size)
+        padded = tuple(n + 2 * p for n, p in zip(self.size, self.pad))
+        image = xp.zeros((b, c) + padded, columns.dtype)
+        for offset in itertools.product(*(range(k) for k in self.kernel)):
+            window = tuple(slice(o * d, o * d + s * (n - 1) + 1, s) for o, d, s, n in zip(
+                offset, self.dilation, self.stride, self.out_size))
+            image[(Ellipsis,) + window] += columns[(slice(None), slice(None)) + offset]
+        return image[(Ellipsis,) + tuple(slice(p, p + n) for p, n in zip(self.pad, self.size))]
+
+    def apply(self, xp, x, w):
+        """The convolution of ``x`` with ``w``: (B, OC, *out_size)."""
+        y = xp.matmul(self.weight_matrix(w), self.columns(xp, x))
+        return y.reshape((self.batch, self.out_channels) + self.out_size)
+
+    def _grouped(self, gy):
+        return gy.reshape(self.batch, self.group, self.out_channels // self.group, -1)
+
+    def weight_grad(self, xp, x, gy):
+        """The weight's gradient: per-sample products summed over the batch (no transposed
+        copy of the columns)."""
+        columns = self.columns(xp, x)
+        gw = xp.matmul(self._grouped(gy), columns.swapaxes(-1, -2)).sum(axis=0)
+        return gw.reshape(self.w_shape)
+
+    def input_grad(self, xp, w, gy):
+        """The input's gradient (B, C, *size), by col2im, or for stride 1 as a convolution."""
+        gy = self._grouped(gy)
+        if self.unit_stride and not self.pointwise:
+            return xp.matmul(self.flip(w), self.output_grad_columns(xp, gy)).reshape(self.x_shape)
+        w_t = self.weight_matrix(w).swapaxes(-1, -2)
+        if self.pointwise:
+            return xp.matmul(w_t, gy).reshape(self.x_shape)
+        columns = workspace(xp, (self.batch, self.group, w_t.shape[1], gy.shape[3]), gy.dtype)
+        return self.add_columns_to_image(xp, xp.matmul(w_t, gy, out=columns))
+
+    def grads(self, xp, x, w, gy, need_x: bool, need_w: bool):
+        """Both gradients; for stride 1 from one set of columns, of gy (no col2im, and no
+        columns of x).  Otherwise the weight's first: the input's reuses the workspace."""
+        if need_x and need_w and self.unit_stride and not self.pointwise:
+            b, c, g = self.batch, self.channels, self.group
+            columns = self.output_grad_columns(xp, self._grouped(gy))
+            gw = xp.matmul(x.reshape(b, g, c // g, -1), columns.swapaxes(-1, -2)).sum(axis=0)
+            gw = self.flip(gw.reshape((c, self.out_channels // g) + self.kernel))
+            gx = xp.matmul(self.flip(w), columns).reshape(self.x_shape)
+            return gx, gw.reshape(self.w_shape)
+        gw = self.weight_grad(xp, x, gy) if need_w else None
+        gx = self.input_grad(xp, w, gy) if need_x else None
+        return gx, gw
+
+
+def _output_size(fn: Function, shape, size, kernel, pad, stride, dilation) -> tuple[int, ...]:
+    """A convolution's output size per spatial axis; raises where the kernel overhangs."""
+    out = []
+    for n, k, p, s, d in zip(size, kernel, pad, stride, dilation):
+        span = d * (k - 1) + 1
+        if span > n + 2 * p:
+            raise fn.error(f"the kernel spans {span} pixels (dilation included) but the "
+                           f"padded input has only {n + 2 * p} along an axis (input shape "
+                           f"{shape}, pad {pad}); use a smaller kernel or more padding")
+        out.append((n + 2 * p - span) // s + 1)
+    return tuple(out)
+
+
+class _Convolutional(Function):
+    """What convolutions and deconvolutions share: the layout of input, output and weight
+    (channels after ``base_axis`` or last), the window options and the bias."""
+
+    channel_last = False
+
+    def _layout(self, inputs, kind: str):
+        """Checks the input and options; the batch, channels, spatial size and weight."""
+        x, w = inputs[0], inputs[1]
+        axis = base_axis_of(self, self.base_axis, x.ndim)
+        n = x.ndim - axis - 1
+        where = "last" if self.channel_last else f"at axis {axis}"
+        if n < 1:
+            raise self.error(f"the input must have a channel axis ({where}) and at least one "
+                             f"spatial axis after the sample axes (base_axis={axis}), got shape "
+                             f"{x.shape}; reshape the input or lower base_axis")
+        self.axis, self.spatial_ndim = axis, n
+        if self.channel_last:
+            channels, size = x.shape[-1], x.shape[axis:-1]
+        else:
+            channels, size = x.shape[axis], x.shape[axis + 1:]
+        self.pad = int_tuple(self, "pad", self.pad, n, 0, 0)
+        self.stride = int_tuple(self, "stride", self.stride, n, 1, 1)
+        self.dilation = int_tuple(self, "dilation", self.dilation, n, 1, 1)
+        if w.ndim != self.filter_ndim(n):
+            raise self.error(f"weight must have shape {kind} for {n} spatial axes, got {w.shape}")
+        self.w_shape = w.shape
+        batch = int(np.prod(x.shape[:axis]))
+        return batch, channels, size, self.filter_first(w.shape)
+
+    def filter_ndim(self, n: int) -> int:
+        return n + 2
+
+    def filter_first(self, w_shape):
+        """The weight's shape with its two channel axes first."""
+        if self.channel_last:
+            return (w_shape[0], w_shape[-1]) + w_shape[1:-1]
+        return w_shape
+
+    def _check_bias(self, inputs, channels: int) -> None:
+        if len(inputs) == 3 and inputs[2].shape != (channels,):
+            raise self.error(f"bias must have shape ({channels},), got {inputs[2].shape}")
+
+    def _output(self, x_shape, channels: int, size):
+        shape = x_shape[:self.axis] + ((*size, channels) if self.channel_last
+                                       else (channels, *size))
+        return shape
+
+    def to_first(self, xp, a, batch: int):
+        """An input-like array (samples, then channels and spatial axes) as (B, C, *spatial)."""
+        a = a.reshape((batch,) + a.shape[self.axis:])
+        return xp.moveaxis(a, -1, 1) if self.channel_last else a
+
+    def from_first(self, xp, a, shape):
+        """(B, C, *spatial) back in the layout of ``shape``."""
+        if self.channel_last:
+            a = xp.ascontiguousarray(xp.moveaxis(a, 1, -1))
+        return a.reshape(shape)
+
+    def weight(self, xp, w):
+        """The weight with its channel axes first, in the geometry's (OC, C/group, *k) shape."""
+        if self.channel_last:
+            w = xp.moveaxis(w, -1, 1)
+        return w.reshape(self.geometry.w_shape)
+
+    def weight_back(self, xp, gw):
+        """A gradient of the geometry's weight in the weight's own layout and shape."""
+        if self.channel_last:
+            gw = xp.ascontiguousarray(xp.moveaxis(gw, 1, -1))
+        return gw.reshape(self.w_shape)
+
+    def bias_grad(self, gy_first):
+        """The bias gradient: the output gradient summed over all but the channel axis."""
+        return gy_first.sum(axis=(0,) + tuple(range(2, gy_first.ndim)))
+
+
+class Convolution(_Convolutional):
+    """N-D convolution (cross-correlation) of (..., C, *spatial) input, or (..., *spatial, C)
+    with ``channel_last``, with weight (OC, C/group, *kernel) or (OC, *kernel, C/group)."""
 
     def __init__(self, base_axis: int, pad, stride, dilation, group: int, channel_last: bool):
         self.base_axis = base_axis
         self.pad = pad
         self.stride = stride
         self.dilation = dilation
-        self.group = int(group)
-        self.channel_last = channel_last
+        self.group = group
+        self.channel_last = bool(channel_last)
+
+    def filter_shape_text(self) -> str:
+        return "(OC, *kernel, C/group)" if self.channel_last else "(OC, C/group, *kernel)"
+
+    def set_group(self, channels: int, w_first) -> int:
+        """The number of groups, checked against the channels and the weight."""
+        g, out_channels = self.group, w_first[0]
+        if (not isinstance(g, (int, np.integer)) or g < 1 or channels % g or out_channels % g
+                or w_first[1] * g != channels):
+            raise self.error(f"with group={g}, the input's {channels} channels and the weight's "
+                             f"{out_channels} output channels must divide by group, and the "
+                             f"weight's input-channel axis must be {channels}/{g}; got weight "
+                             f"shape {self.w_shape}")
+        return int(g)
 
     def setup(self, inputs):
-        x, w = inputs[0], inputs[1]
-        if self.channel_last:
-            raise self.error("channel_last=True is not supported: expected channel-first input "
-                             "(..., C, H, W); transpose the input and pass channel_last=False")
-        axis = base_axis_of(self, self.base_axis, x.ndim)
-        if x.ndim - axis != 3:
-            raise self.error(f"only 2-D convolution is supported: the input must have a channel "
-                             f"axis and two spatial axes after base_axis={axis}, got shape "
-                             f"{x.shape}; reshape the input to (..., C, H, W)")
-        self.pad = int_tuple(self, "pad", self.pad, 2, 0, 0)
-        self.stride = int_tuple(self, "stride", self.stride, 2, 1, 1)
-        self.dilation = int_tuple(self, "dilation", self.dilation, 2, 1, 1)
-        channels, height, width = x.shape[axis:]
-        g = self.group
-        if w.ndim != 4:
-            raise self.error(f"weight must have shape (out_channels, in_channels/group, kh, kw), "
-                             f"got {w.shape}")
-        out_channels, kh, kw = w.shape[0], w.shape[2], w.shape[3]
-        if g < 1 or channels % g or out_channels % g or w.shape[1] * g != channels:
-            raise self.error(f"with group={g}, the input's {channels} channels and the weight's "
-                             f"{out_channels} output channels must divide by group, and "
-                             f"weight.shape[1] must be {channels}/{g}; got weight shape {w.shape}")
-        if len(inputs) == 3 and inputs[2].shape != (out_channels,):
-            raise self.error(f"bias must have shape ({out_channels},), got {inputs[2].shape}")
-        out_hw = []
-        for size, k, p, s, d in zip((height, width), (kh, kw), self.pad, self.stride,
-                                    self.dilation):
-            span = d * (k - 1) + 1
-            if span > size + 2 * p:
-                raise self.error(f"the kernel spans {span} pixels (dilation included) but the "
-                                 f"padded input has only {size + 2 * p} along an axis (input "
-                                 f"shape {x.shape}, pad {self.pad}); use a smaller kernel or "
-                                 "more padding")
-            out_hw.append((size + 2 * p - span) // s + 1)
-        batch = int(np.prod(x.shape[:axis]))
-        self.x_shape, self.w_shape = x.shape, w.shape
-        self.x4_shape = (batch, channels, height, width)
-        self.y_hw = tuple(out_hw)
-        self.pointwise = (kh, kw) == (1, 1) and self.stride == (1, 1) and self.pad == (0, 0)
-        y_shape = x.shape[:axis] + (out_channels,) + self.y_hw
-        return [(y_shape, np.result_type(*(v.dtype for v in inputs)))]
-
-    def _weight_matrix(self, w):
-        """The weight as (group, out_channels/group, in_channels/group * kh * kw)."""
-        return w.reshape(self.group, self.w_shape[0] // self.group, -1)
-
-    def _columns(self, xp, x):
-        """The input patch under each output pixel: (B, group, C/group * kh * kw, Ho * Wo)."""
-        b, c, h, w = self.x4_shape
-        x = x.reshape(self.x4_shape)
-        if self.pointwise:
-            return x.reshape(b, self.group, c // self.group, h * w)
-        return _im2col(xp, x, self.group, self.w_shape[2:], self.pad, self.stride,
-                       self.dilation, self.y_hw)
-
-    def _output_grad_columns(self, xp, gy):
-        """For stride 1, the columns of gy padded by d (k - 1) - p: (B, group, OC/group * kh * kw,
-        H * W).  The input gradient is their product with the flipped weight (a convolution),
-        the weight gradient the batch sum of the input's product with them."""
-        b, oc = self.x4_shape[0], self.w_shape[0]
-        kernel = self.w_shape[2:]
-        pads = tuple(d * (k - 1) - p for d, k, p in zip(self.dilation, kernel, self.pad))
-        # A pad beyond the kernel's reach leaves border outputs that see only zeros: crop them.
-        crop = tuple(slice(max(-q, 0), n - max(-q, 0)) for q, n in zip(pads, self.y_hw))
-        gy = gy.reshape((b, oc) + self.y_hw)[(Ellipsis,) + crop]
-        return _im2col(xp, gy, self.group, kernel, tuple(max(q, 0) for q in pads), (1, 1),
-                       self.dilation, self.x4_shape[2:])
-
-    def _flip(self, a):
-        """(group * m, n, kh, kw) as (group, n, m * kh * kw) with the kernel reversed: the weight
-        (m = OC/group) in the layout of the stride-1 input gradient, and back for its gradient."""
-        g, (m, n, kh, kw) = self.group, a.shape
-        a = a.reshape(g, m // g, n, kh, kw)[:, :, :, ::-1, ::-1]
-        return a.transpose(0, 2, 1, 3, 4).reshape(g, n, -1)
-
-    def _add_columns_to_image(self, xp, columns):
-        """col2im: the input gradient from that of the columns, summed over kernel offsets."""
-        b, c, h, w = self.x4_shape
-        (ph, pw), (sh, sw), (dh, dw) = self.pad, self.stride, self.dilation
-        kh, kw = self.w_shape[2:]
-        ho, wo = self.y_hw
-        columns = columns.reshape(b, c, kh, kw, ho, wo)
-        image = xp.zeros((b, c, h + 2 * ph, w + 2 * pw), columns.dtype)
-        for i in range(kh):
-            for j in range(kw):
-                image[:, :, i * dh:i * dh + sh * (ho - 1) + 1:sh,
-                      j * dw:j * dw + sw * (wo - 1) + 1:sw] += columns[:, :, i, j]
-        return image[:, :, ph:ph + h, pw:pw + w]
+        x = inputs[0]
+        batch, channels, size, w_first = self._layout(inputs, self.filter_shape_text())
+        group = self.set_group(channels, w_first)
+        out_channels, kernel = w_first[0], w_first[2:]
+        self._check_bias(inputs, out_channels)
+        out_size = _output_size(self, x.shape, size, kernel, self.pad, self.stride,
+                                self.dilation)
+        self.geometry = _Geometry(batch, channels, size, out_channels, kernel, self.pad,
+                                  self.stride, self.dilation, group, out_size)
+        self.y_shape = self._output(x.shape, out_channels, out_size)
+        self.x_shape = x.shape
+        return [(self.y_shape, np.result_type(*(v.dtype for v in inputs)))]
 
     def forward(self, xp, xs):
-        y = xp.matmul(self._weight_matrix(xs[1]), self._columns(xp, xs[0]))
-        y = y.reshape(self.x4_shape[0], self.w_shape[0], *self.y_hw)
+        geo = self.geometry
+        y = geo.apply(xp, self.to_first(xp, xs[0], geo.batch), self.weight(xp, xs[1]))
         if len(xs) == 3:
-            y += xs[2].reshape(-1, 1, 1)
-        return (y.reshape(self.x_shape[:-3] + y.shape[1:]),)
+            y += xs[2].reshape((-1,) + (1,) * self.spatial_ndim)
+        return (self.from_first(xp, y, self.y_shape),)
 
     def backward(self, xp, xs, ys, gys, need_grads):
-        (b, c, h, w), g = self.x4_shape, self.group
-        gy = gys[0].reshape(b, g, self.w_shape[0] // g, -1)
-        grads = [None, None]
-        if need_grads[0] and self.stride == (1, 1) and not self.pointwise:
-            # One set of columns, of gy, for both gradients: no col2im, and no columns of x.
-            columns = self._output_grad_columns(xp, gy)
-            if need_grads[1]:
-                x = xs[0].reshape(b, g, c // g, h * w)
-                gw = xp.matmul(x, columns.swapaxes(-1, -2)).sum(axis=0)
-                gw = gw.reshape((c, self.w_shape[0] // g) + self.w_shape[2:])
-                grads[1] = self._flip(gw).reshape(self.w_shape)
-            grads[0] = xp.matmul(self._flip(xs[1]), columns).reshape(self.x_shape)
-        else:
-            if need_grads[1]:
-                # Per-sample products summed over the batch: no transposed copy of the columns.
-                columns = self._columns(xp, xs[0])
-                gw = xp.matmul(gy, columns.swapaxes(-1, -2)).sum(axis=0)
-                grads[1] = gw.reshape(self.w_shape)
-            if need_grads[0]:
-                w_t = self._weight_matrix(xs[1]).swapaxes(-1, -2)
-                if self.pointwise:
-                    gx = xp.matmul(w_t, gy)
-                else:
-                    # The columns' gradient (after the weight's: it reuses the workspace).
-                    columns = workspace(xp, (b, g, w_t.shape[1], gy.shape[3]), gy.dtype)
-                    gx = self._add_columns_to_image(xp, xp.matmul(w_t, gy, out=columns))
-                grads[0] = gx.reshape(self.x_shape)
+        geo = self.geometry
+        gy = self.to_first(xp, gys[0], geo.batch)
+        gx, gw = geo.grads(xp, self.to_first(xp, xs[0], geo.batch), self.weight(xp, xs[1]), gy,
+                           need_grads[0], need_grads[1])
+        grads = [None if gx is None else self.from_first(xp, gx, self.x_shape),
+                 None if gw is None else self.weight_back(xp, gw)]
         if len(xs) == 3:
-            grads.append(gy.sum(axis=(0, 3)).reshape(-1) if need_grads[2] else None)
+            grads.append(self.bias_grad(gy) if need_grads[2] else None)
         return tuple(grads)
 
 
@@ -225,7 +345,168 @@ def convolution(x: Variable, weight: Variable, bias: Variable | None = None, bas
                 pad: Sequence[int] | None = None, stride: Sequence[int] | None = None,
                 dilation: Sequence[int] | None = None, group: int = 1,
                 channel_last: bool = False) -> Variable:
-    """2-D convolution of ``x`` (sample axes up to ``base_axis``, then C, H, W) with
-    ``weight`` of shape (OC, C/group, kh, kw) and an optional ``bias`` (OC,)."""
+    """N-D convolution of ``x`` (sample axes up to ``base_axis``, then C and the spatial
+    axes; C last with ``channel_last``) with ``weight`` (OC, C/group, *kernel), or
+    (OC, *kernel, C/group) with ``channel_last``, and an optional ``bias`` (OC,)."""
     inputs = (x, weight) if bias is None else (x, weight, bias)
     return Convolution(base_axis, pad, stride, dilation, group, channel_last)(*inputs)
+
+
+class DepthwiseConvolution(Convolution):
+    """Each input channel convolved with ``multiplier`` kernels of its own: weight
+    (C * multiplier, *kernel), output channel c * multiplier + j from input channel c."""
+
+    def __init__(self, base_axis: int, pad, stride, dilation, multiplier: int):
+        super().__init__(base_axis, pad, stride, dilation, 1, False)
+        self.multiplier = multiplier
+
+    def filter_shape_text(self) -> str:
+        return "(C * multiplier, *kernel)"
+
+    def filter_ndim(self, n: int) -> int:
+        return n + 1
+
+    def filter_first(self, w_shape):
+        return (w_shape[0], 1) + w_shape[1:]
+
+    def set_group(self, channels: int, w_first) -> int:
+        m = self.multiplier
+        if not isinstance(m, (int, np.integer)) or m < 1 or w_first[0] != channels * m:
+            raise self.error(f"the weight must have shape (C * multiplier, *kernel) = "
+                             f"({channels} * {m}, ...) for an input of {channels} channels with "
+                             f"multiplier={m} (an int >= 1), got {self.w_shape}")
+        self.group = channels
+        return channels
+
+
+def depthwise_convolution(x: Variable, weight: Variable, bias: Variable | None = None,
+                          base_axis: int = 1, pad: Sequence[int] | None = None,
+                          stride: Sequence[int] | None = None,
+                          dilation: Sequence[int] | None = None,
+                          multiplier: int = 1) -> Variable:
+    """Depthwise convolution: ``weight`` (C * multiplier, *kernel), ``bias`` (C * multiplier,)."""
+    inputs = (x, weight) if bias is None else (x, weight, bias)
+    return DepthwiseConvolution(base_axis, pad, stride, dilation, multiplier)(*inputs)
+
+
+class Deconvolution(_Convolutional):
+    """Transposed convolution: the input gradient of the convolution that maps the output to
+    the input.  Weight (C, OC/group, *kernel), or (C, *kernel, OC/group) with channel_last;
+    output size s (n - 1) + d (k - 1) + 1 - 2 p + output_padding per spatial axis."""
+
+    def __init__(self, base_axis: int, pad, stride, dilation, group: int, channel_last: bool,
+                 output_padding):
+        self.base_axis = base_axis
+        self.pad = pad
+        self.stride = stride
+        self.dilation = dilation
+        self.group = group
+        self.channel_last = bool(channel_last)
+        self.output_padding = output_padding
+
+    def filter_shape_text(self) -> str:
+        return "(C, *kernel, OC/group)" if self.channel_last else "(C, OC/group, *kernel)"
+
+    def set_group(self, channels: int, w_first) -> int:
+        g = self.group
+        if (not isinstance(g, (int, np.integer)) or g < 1 or channels % g
+                or w_first[0] != channels):
+            raise self.error(f"with group={g}, the input's {channels} channels must divide by "
+                             f"group and equal the weight's first axis; got weight shape "
+                             f"{self.w_shape}")
+        return int(g)
+
+    def setup(self, inputs):
+        x = inputs[0]
+        batch, channels, size, w_first = self._layout(inputs, self.filter_shape_text())
+        group = self.set_group(channels, w_first)
+        out_channels, kernel = w_first[1] * group, w_first[2:]
+        self._check_bias(inputs, out_channels)
+        self.output_padding = int_tuple(self, "output_padding", self.output_padding,
+                                        self.spatial_ndim, 0, 0)
+        if any(o >= s for o, s in zip(self.output_padding, self.stride)):
+            raise self.error(f"output_padding must be smaller than the stride on every axis, got "
+                             f"output_padding {self.output_padding} and stride {self.stride}")
+        out_size = tuple(s * (n - 1) + d * (k - 1) + 1 - 2 * p + o for n, k, p, s, d, o in zip(
+            size, kernel, self.pad, self.stride, self.dilation, self.output_padding))
+        if min(out_size) < 1:
+            raise self.error(f"the output would have size {out_size} for an input of shape "
+                             f"{x.shape}, kernel {kernel}, pad {self.pad}, stride {self.stride} "
+                             f"and dilation {self.dilation}; use less padding")
+        # The convolution from this function's output back to its input.
+        self.geometry = _Geometry(batch, out_channels, out_size, channels, kernel, self.pad,
+                                  self.stride, self.dilation, group, size)
+        self.y_shape = self._output(x.shape, out_channels, out_size)
+        self.x_shape = x.shape
+        return [(self.y_shape, np.result_type(*(v.dtype for v in inputs)))]
+
+    def forward(self, xp, xs):
+        geo = self.geometry
+        y = geo.input_grad(xp, self.weight(xp, xs[1]), self.to_first(xp, xs[0], geo.batch))
+        if len(xs) == 3:
+            y = y + xs[2].reshape((-1,) + (1,) * self.spatial_ndim)
+        return (self.from_first(xp, y, self.y_shape),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        geo = self.geometry
+        gy = self.to_first(xp, gys[0], geo.batch)
+        grads = [None, None]
+        if need_grads[1]:
+            x = self.to_first(xp, xs[0], geo.batch)
+            grads[1] = self.weight_back(xp, geo.weight_grad(xp, gy, x))
+        if need_grads[0]:
+            grads[0] = self.from_first(xp, geo.apply(xp, gy, self.weight(xp, xs[1])),
+                                       self.x_shape)
+        if len(xs) == 3:
+            grads.append(self.bias_grad(gy) if need_grads[2] else None)
+        return tuple(grads)
+
+
+def deconvolution(x: Variable, weight: Variable, bias: Variable | None = None,
+                  base_axis: int = 1, pad: Sequence[int] | None = None,
+                  stride: Sequence[int] | None = None, dilation: Sequence[int] | None = None,
+                  group: int = 1, channel_last: bool = False,
+                  output_padding: Sequence[int] | None = None) -> Variable:
+    """N-D transposed convolution of ``x`` (C channels) with ``weight`` (C, OC/group, *kernel),
+    or (C, *kernel, OC/group) with ``channel_last``, and an optional ``bias`` (OC,)."""
+    inputs = (x, weight) if bias is None else (x, weight, bias)
+    return Deconvolution(base_axis, pad, stride, dilation, group, channel_last,
+                         output_padding)(*inputs)
+
+
+class DepthwiseDeconvolution(Deconvolution):
+    """The transpose of a depthwise convolution: weight (C, *kernel); each group of
+    ``divisor`` input channels sums into one output channel."""
+
+    def __init__(self, base_axis: int, pad, stride, dilation, divisor: int):
+        super().__init__(base_axis, pad, stride, dilation, 1, False, None)
+        self.divisor = divisor
+
+    def filter_shape_text(self) -> str:
+        return "(C, *kernel)"
+
+    def filter_ndim(self, n: int) -> int:
+        return n + 1
+
+    def filter_first(self, w_shape):
+        return (w_shape[0], 1) + w_shape[1:]
+
+    def set_group(self, channels: int, w_first) -> int:
+        d = self.divisor
+        if (not isinstance(d, (int, np.integer)) or d < 1 or channels % d
+                or w_first[0] != channels):
+            raise self.error(f"the input's {channels} channels must divide by divisor={d} (an "
+                             f"int >= 1) and the weight must have shape (C, *kernel) with "
+                             f"C = {channels}, got {self.w_shape}")
+        self.group = channels // d
+        return self.group
+
+
+def depthwise_deconvolution(x: Variable, weight: Variable, bias: Variable | None = None,
+                            base_axis: int = 1, pad: Sequence[int] | None = None,
+                            stride: Sequence[int] | None = None,
+                            dilation: Sequence[int] | None = None,
+                            divisor: int = 1) -> Variable:
+    """Depthwise deconvolution: ``weight`` (C, *kernel), ``bias`` (C / divisor,)."""
+    inputs = (x, weight) if bias is None else (x, weight, bias)
+    return DepthwiseDeconvolution(base_axis, pad, stride, dilation, divisor)(*inputs)
