@@ -486,3 +486,22 @@ def test_gpu_elementwise_matches_cpu(name, rng):
     np.testing.assert_allclose(y_gpu, y_cpu, rtol=1e-10, atol=1e-12)
     for gg, gc in zip(g_gpu, g_cpu):
         np.testing.assert_allclose(gg, gc, rtol=1e-10, atol=1e-12)
+
+
+def test_bit_shift_rejects_signed_or_float_x_and_unknown_directions():
+    shift = _variable(np.array([1, 2], np.uint8))
+    with pytest.raises(DpnbError, match=r"BitShift: x must have an unsigned integer dtype, got "
+                                        r"int32; make it with"):
+        F.bit_shift(_variable(np.array([1, 2], np.int32)), shift)
+    with pytest.raises(DpnbError, match=r"got float32"):
+        F.bit_shift(_variable(np.array([1, 2], np.float32)), shift)
+    with pytest.raises(DpnbError, match=r"BitShift: direction must be 'LEFT' or 'RIGHT', got 'UP'"):
+        F.bit_shift(_variable(np.array([1, 2], np.uint8)), shift, "UP")
+    with pytest.raises(DpnbError, match=r"BitShift: shapes \(2,\) and \(3,\) do not broadcast"):
+        F.bit_shift(_variable(np.array([1, 2], np.uint8)), _variable(np.ones(3, np.uint8)))
+
+
+def test_bit_shift_keeps_the_unsigned_dtype():
+    y = F.bit_shift(_variable(np.array([3, 128], np.uint16)), _variable(np.array([2, 9], np.uint16)))
+    assert y.dtype == np.uint16
+    np.testing.assert_array_equal(_forward(y), [12, 0])

@@ -9,7 +9,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..graph import Function, Variable
-from .base import Binary, Scalar, Unary, argument_error, axes_of, default_outputs
+from .base import (
+    Binary,
+    Scalar,
+    Unary,
+    argument_error,
+    axes_of,
+    broadcast_shape,
+    default_outputs,
+)
 from .reduction import sum as reduce_sum
 
 __all__ = [
@@ -17,7 +25,7 @@ __all__ = [
     "add_scalar", "mul_scalar", "pow_scalar", "r_sub_scalar", "r_div_scalar", "r_pow_scalar",
     "exp", "log", "abs", "sign", "sin", "cos", "tan", "asin", "acos", "atan", "atan2",
     "sinh", "cosh", "asinh", "acosh", "atanh", "sinc", "erf", "floor", "ceil", "round",
-    "maximum2", "minimum2", "maximum_scalar", "minimum_scalar", "mod2",
+    "maximum2", "minimum2", "maximum_scalar", "minimum_scalar", "mod2", "bit_shift",
     "clip_by_value", "clip_by_norm", "clip_grad_by_value", "clip_grad_by_norm",
     "reset_nan", "reset_inf",
 ]
@@ -215,6 +223,37 @@ def mod2(x0: Variable, x1: Variable, fmod: bool = False, n_outputs: int = -1,
     else numpy.mod; not differentiable."""
     default_outputs("F.mod2", n_outputs, outputs)
     return Mod2(fmod)(x0, x1)
+
+
+class BitShift(Binary):
+    """x shifted bitwise by ``shift`` (cast to x's unsigned type) to the LEFT or RIGHT;
+    shifts of the bit width or more give 0.  Integer-valued: no gradient."""
+
+    differentiable = False
+
+    def __init__(self, direction: str):
+        self.direction = direction
+
+    def setup(self, inputs):
+        if self.direction not in ("LEFT", "RIGHT"):
+            raise self.error(f"direction must be 'LEFT' or 'RIGHT', got {self.direction!r}")
+        x, shift = inputs
+        if not np.issubdtype(x.dtype, np.unsignedinteger):
+            raise self.error(f"x must have an unsigned integer dtype, got {np.dtype(x.dtype)}; "
+                             "make it with e.g. nn.Variable.from_numpy_array(a.astype(np.uint8))")
+        return [(broadcast_shape(self, x.shape, shift.shape), x.dtype)]
+
+    def forward(self, xp, xs):
+        x, shift = xs
+        shift = shift.astype(x.dtype)
+        return ((xp.left_shift if self.direction == "LEFT" else xp.right_shift)(x, shift),)
+
+
+def bit_shift(x: Variable, shift: Variable, direction: str = "LEFT", n_outputs: int = -1,
+              outputs=None) -> Variable:
+    """Elementwise bit shift of an unsigned integer variable (broadcasting)."""
+    default_outputs("F.bit_shift", n_outputs, outputs)
+    return BitShift(direction)(x, shift)
 
 
 # -- n-ary sums and products ----------------------------------------------------

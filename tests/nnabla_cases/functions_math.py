@@ -38,6 +38,7 @@ NUMERATORS = np.array([[-3.5, 3.5, -3.5], [3.5, 2.5, -0.75]], np.float32)
 DIVISORS = np.array([[2.0, 2.0, -2.0], [-2.0, 1.5, 0.5]], np.float32)
 INT_NUMERATORS = np.array([[-7, 7, -7], [7, 5, -1]], np.int32)
 INT_DIVISORS = np.array([[3, 3, -3], [-3, 2, 4]], np.int32)
+BYTES = np.array([[1, 5, 200], [255, 3, 17]], np.uint8)
 
 
 def unary(name, x, **kw):
@@ -97,12 +98,14 @@ CASES = [
     Case("sign", lambda lib, x: lib.F.sign(x), (WITH_ZERO,), fd=False),
     Case("sign alpha=0.3", lambda lib, x: lib.F.sign(x, alpha=0.3), (WITH_ZERO,), fd=False),
     Case("sign alpha=-1", lambda lib, x: lib.F.sign(x, -1.0), (WITH_ZERO,), fd=False),
-    Case("maximum2", lambda lib, a, b: lib.F.maximum2(a, b), (grid(2, 3), grid(2, 3, scale=0.3, offset=0.1))),
+    Case("maximum2", lambda lib, a, b: lib.F.maximum2(a, b),
+         (grid(2, 3), grid(2, 3, scale=0.3, offset=0.1))),
     Case("maximum2 broadcast", lambda lib, a, b: lib.F.maximum2(a, b),
          (grid(2, 3), np.array([[0.4], [-0.6]], np.float32))),
     # ties: which input gets the gradient is nnabla's convention, not a derivative
     Case("maximum2 ties", lambda lib, a, b: lib.F.maximum2(a, b), (TIES_A, TIES_B), fd=False),
-    Case("minimum2", lambda lib, a, b: lib.F.minimum2(a, b), (grid(2, 3), grid(2, 3, scale=0.3, offset=0.1))),
+    Case("minimum2", lambda lib, a, b: lib.F.minimum2(a, b),
+         (grid(2, 3), grid(2, 3, scale=0.3, offset=0.1))),
     Case("minimum2 broadcast", lambda lib, a, b: lib.F.minimum2(a, b),
          (np.array([[0.4, -0.1, 0.9]], np.float32), grid(2, 3))),
     Case("minimum2 ties", lambda lib, a, b: lib.F.minimum2(a, b), (TIES_A, TIES_B), fd=False),
@@ -120,6 +123,18 @@ CASES = [
          grad=False),
     Case("mod2 int fmod", lambda lib, a, b: lib.F.mod2(a, b, True),
          (INT_NUMERATORS, INT_DIVISORS), grad=False),
+    Case("bit_shift", lambda lib, x, s: lib.F.bit_shift(x, s),
+         (BYTES, np.array([[1, 2, 1], [4, 9, 8]], np.uint8)),
+         grad=False),
+    Case("bit_shift RIGHT", lambda lib, x, s: lib.F.bit_shift(x, s, "RIGHT"),
+         (BYTES, np.array([[1, 2, 1], [4, 9, 0]], np.uint8)),
+         grad=False),
+    Case("bit_shift uint32 broadcast", lambda lib, x, s: lib.F.bit_shift(x, s, direction="LEFT"),
+         (np.array([[1, 5, 200], [70000, 3, 17]], np.uint32), np.array([[3, 0, 12]], np.uint32)),
+         grad=False),
+    Case("bit_shift float shift", lambda lib, x, s: lib.F.bit_shift(x, s, "RIGHT"),
+         (np.array([[16, 5, 200]], np.uint16), np.array([[1.7, 2.2, 3.0]], np.float32)),
+         grad=False),
     Case("reset_nan default", lambda lib, x: lib.F.reset_nan(x), (WITH_NAN,)),
     Case("reset_nan val=3", lambda lib, x: lib.F.reset_nan(x, val=3.0), (WITH_NAN,)),
     Case("reset_inf default", lambda lib, x: lib.F.reset_inf(x), (WITH_INF,)),
