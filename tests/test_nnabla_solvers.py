@@ -8,9 +8,12 @@ import os
 import h5py
 import numpy as np
 import pytest
+from conftest import requires_gpu
 
 import dpnb as nn
 import dpnb.solvers as S
+from dpnb.context import to_module
+from dpnb.ext_utils import get_extension_context
 
 HERE = os.path.join(os.path.dirname(__file__), "fixtures", "nnabla")
 with open(os.path.join(HERE, "solvers.json")) as f:
@@ -47,7 +50,7 @@ def run_case(case: dict, steps: int | None = None) -> tuple[S.Solver, dict, list
         if case["decays"] is not None and case["decays"][i] is not None:
             solver.weight_decay(case["decays"][i])
         solver.update()
-        trace.append({key: p.d.copy() for key, p in params.items()})
+        trace.append({key: to_module(p.d, np).copy() for key, p in params.items()})
     return solver, params, trace
 
 
@@ -57,7 +60,7 @@ def assert_states(solver: S.Solver, case: dict) -> None:
     assert {k: s.t for k, s in states.items()} == case["t"]
     for key, state in states.items():
         for name, value in state.pstate.items():
-            np.testing.assert_allclose(value.d, RECORD[f"{case['name']}/state/{key}/{name}"],
+            np.testing.assert_allclose(to_module(value.d, np), RECORD[f"{case['name']}/state/{key}/{name}"],
                                        rtol=RTOL, atol=ATOL, err_msg=f"{key}/{name}")
 
 
@@ -75,6 +78,20 @@ def test_updates_and_states_match_nnabla(monkeypatch, name, cpu_slice):
             np.testing.assert_allclose(values[key], RECORD[f"{name}/w/{key}"][i], rtol=RTOL,
                                        atol=ATOL, err_msg=f"{key} after update {i + 1}")
     assert_states(solver, case)
+
+
+@requires_gpu
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_updates_and_states_match_nnabla_on_gpu(name):
+    """One run per solver on the GPU: per-parameter norms by segment sums there too."""
+    case = CASES[name]
+    with nn.context_scope(get_extension_context("cudnn")):
+        solver, params, trace = run_case(case)
+        for key in params:
+            for i, values in enumerate(trace):
+                np.testing.assert_allclose(values[key], RECORD[f"{name}/w/{key}"][i], rtol=RTOL,
+                                           atol=ATOL, err_msg=f"{key} after update {i + 1}")
+        assert_states(solver, case)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -103,6 +103,117 @@ def ref_rmsprop(h, w, g, s, t):
     return w - h["lr"] * g / (np.sqrt(s["v"]) + h["eps"])
 
 
+def ref_adadelta(h, w, g, s, t):
+    s["e_sqr_grad"] = h["decay"] * s["e_sqr_grad"] + (1 - h["decay"]) * g * g
+    delta = np.sqrt((s["e_sqr_delta"] + h["eps"]) / (s["e_sqr_grad"] + h["eps"])) * g
+    s["e_sqr_delta"] = h["decay"] * s["e_sqr_delta"] + (1 - h["decay"]) * delta * delta
+    return w - h["lr"] * delta
+
+
+def adam_moments(h, g, s, mean="m", var="v"):
+    s[mean] = h["beta1"] * s[mean] + (1 - h["beta1"]) * g
+    s[var] = h["beta2"] * s[var] + (1 - h["beta2"]) * g * g
+
+
+def ref_adamax(h, w, g, s, t):
+    s["m"] = h["beta1"] * s["m"] + (1 - h["beta1"]) * g
+    s["u"] = np.maximum(h["beta2"] * s["u"], np.abs(g))
+    return w - h["alpha"] / (1 - h["beta1"] ** t) * s["m"] / (s["u"] + h["eps"])
+
+
+def corrected_alpha(h, t):
+    return h["alpha"] * np.sqrt(1 - h["beta2"] ** t) / (1 - h["beta1"] ** t)
+
+
+def ref_amsgrad(h, w, g, s, t):
+    adam_moments(h, g, s)
+    s["v_hat"] = np.maximum(s["v_hat"], s["v"])
+    alpha = corrected_alpha(h, t) if h["bias_correction"] else h["alpha"]
+    return w - alpha * s["m"] / (np.sqrt(s["v_hat"]) + h["eps"])
+
+
+def bounds(h, t):
+    final_lr = h["final_lr"] * h["alpha"] / h["initial"]["alpha"]
+    return final_lr * (1 - 1 / (h["gamma"] * t + 1)), final_lr * (1 + 1 / (h["gamma"] * t))
+
+
+def ref_adabound(h, w, g, s, t):
+    adam_moments(h, g, s, "mean", "var")
+    low, high = bounds(h, t)
+    return w - np.clip(corrected_alpha(h, t) / (np.sqrt(s["var"]) + h["eps"]), low, high) * s["mean"]
+
+
+def ref_amsbound(h, w, g, s, t):
+    adam_moments(h, g, s)
+    s["v_hat"] = np.maximum(s["v_hat"], s["v"])
+    low, _ = bounds(h, t)
+    high = h["final_lr"] * h["alpha"] / h["initial"]["alpha"] * (1 + t / h["gamma"])  # nnabla's
+    alpha = corrected_alpha(h, t) if h["bias_correction"] else h["alpha"]
+    return w - np.clip(alpha / (np.sqrt(s["v_hat"]) + h["eps"]), low, high) * s["m"]
+
+
+def ref_adabelief(h, w, g, s, t):
+    if h["weight_decouple"]:
+        w = w * (1 - (h["wd"] if h["fixed_decay"] else h["alpha"] * h["wd"]))
+    s["mean"] = h["beta1"] * s["mean"] + (1 - h["beta1"]) * g
+    s["var"] = h["beta2"] * s["var"] + (1 - h["beta2"]) * (g - s["mean"]) ** 2
+    if h["amsgrad"]:
+        s["s_max"] = np.maximum(s["s_max"], s["var"]) + h["eps"]
+        belief = s["s_max"]
+    else:
+        s["var"] = s["var"] + h["eps"]
+        belief = s["var"]
+    step = h["alpha"] / (1 - h["beta1"] ** t) * s["mean"] / (
+        np.sqrt(belief / (1 - h["beta2"] ** t)) + h["eps"])
+    if not h["rectify"]:
+        return w - step
+    beta2 = float(np.float32(h["beta2"]))
+    rho_inf = 2 / (1 - beta2) - 1
+    rho = rho_inf - 2 * t * beta2 ** t / (1 - beta2 ** t)
+    if rho <= 4:
+        return w - h["alpha"] * s["mean"]
+    return w - step * np.sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho))
+
+
+def ref_lamb(h, w, g, s, t):
+    adam_moments(h, g, s, "mean", "var")
+    m, v = s["mean"], s["var"]
+    if h["bias_correction"]:
+        m, v = m / (1 - h["beta1"] ** t), v / (1 - h["beta2"] ** t)
+    r = m / (np.sqrt(v) + h["eps"])
+    trust = np.clip(np.linalg.norm(w), h["gamma_l"], h["gamma_u"]) / np.linalg.norm(r)
+    return w - h["eta"] * trust * r
+
+
+def ref_lars(h, w, g, s, t):
+    w_norm, g_norm = np.linalg.norm(w), np.linalg.norm(g)
+    denominator = g_norm + h["eps"] if g_norm < h["eps"] else g_norm
+    rate = 1.0 if w_norm < h["eps"] else h["coefficient"] * w_norm / denominator
+    s["v"] = h["momentum"] * s["v"] + h["lr"] * rate * g
+    return w - s["v"]
+
+
+def ref_lion(h, w, g, s, t):
+    u = np.sign(h["beta1"] * s["m"] + (1 - h["beta1"]) * g)
+    s["m"] = h["beta2"] * s["m"] + (1 - h["beta2"]) * g
+    return w - h["lr"] * u
+
+
+def ref_rmsprop_graves(h, w, g, s, t):
+    s["n"] = h["decay"] * s["n"] + (1 - h["decay"]) * g * g
+    s["g"] = h["decay"] * s["g"] + (1 - h["decay"]) * g
+    s["d"] = h["momentum"] * s["d"] - h["lr"] * g / np.sqrt(s["n"] - s["g"] ** 2 + h["eps"])
+    return w + s["d"]
+
+
+def ref_sgdw(h, w, g, s, t):
+    s["m"] = h["momentum"] * s["m"] + h["lr"] * g
+    return w - s["m"] - h["lr"] / h["initial"]["lr"] * h["wd"] * w
+
+
+ADAM_HYPER = dict(alpha=0.05, beta1=0.8, beta2=0.9, eps=1e-3)
+BELIEF_FLAGS = dict(amsgrad=False, weight_decouple=False, fixed_decay=False, rectify=False)
+
 # (solver, hyperparameters, reference, state names, learning-rate key)
 CASES = {
     "Sgd": (S.Sgd, dict(lr=0.1), ref_sgd, (), "lr"),
@@ -114,6 +225,33 @@ CASES = {
               ("mean", "var"), "alpha"),
     "Adagrad": (S.Adagrad, dict(lr=0.1, eps=1e-3), ref_adagrad, ("v",), "lr"),
     "RMSprop": (S.RMSprop, dict(lr=0.1, decay=0.8, eps=1e-3), ref_rmsprop, ("v",), "lr"),
+    "Adadelta": (S.Adadelta, dict(lr=0.5, decay=0.8, eps=1e-3), ref_adadelta,
+                 ("e_sqr_grad", "e_sqr_delta"), "lr"),
+    "Adamax": (S.Adamax, ADAM_HYPER, ref_adamax, ("m", "u"), "alpha"),
+    "AMSGRAD": (S.AMSGRAD, dict(ADAM_HYPER, bias_correction=False), ref_amsgrad,
+                ("m", "v", "v_hat"), "alpha"),
+    "AMSGRAD-corrected": (S.AMSGRAD, dict(ADAM_HYPER, bias_correction=True), ref_amsgrad,
+                          ("m", "v", "v_hat"), "alpha"),
+    "AdaBound": (S.AdaBound, dict(ADAM_HYPER, final_lr=0.1, gamma=0.1), ref_adabound,
+                 ("mean", "var"), "alpha"),
+    "AMSBound": (S.AMSBound, dict(ADAM_HYPER, final_lr=0.1, gamma=0.1, bias_correction=True),
+                 ref_amsbound, ("m", "v", "v_hat"), "alpha"),
+    "AdaBelief": (S.AdaBelief, dict(ADAM_HYPER, wd=0.1, **BELIEF_FLAGS), ref_adabelief,
+                  ("mean", "var"), "alpha"),
+    "AdaBelief-all": (S.AdaBelief, dict(ADAM_HYPER, wd=0.1, amsgrad=True, weight_decouple=True,
+                                        fixed_decay=False, rectify=True),
+                      ref_adabelief, ("mean", "var", "s_max"), "alpha"),
+    "AdaBelief-fixed": (S.AdaBelief, dict(ADAM_HYPER, wd=0.1, **dict(
+        BELIEF_FLAGS, weight_decouple=True, fixed_decay=True)), ref_adabelief, ("mean", "var"),
+        "alpha"),
+    "Lamb": (S.Lamb, dict(eta=0.05, beta1=0.8, beta2=0.9, gamma_l=0.5, gamma_u=2.0, eps=1e-3,
+                          bias_correction=True), ref_lamb, ("mean", "var"), "eta"),
+    "Lars": (S.Lars, dict(lr=0.5, momentum=0.8, coefficient=0.02, eps=1.0), ref_lars, ("v",),
+             "lr"),
+    "Lion": (S.Lion, dict(lr=0.05, beta1=0.8, beta2=0.9), ref_lion, ("m",), "lr"),
+    "RMSpropGraves": (S.RMSpropGraves, dict(lr=0.05, decay=0.8, momentum=0.7, eps=1e-2),
+                      ref_rmsprop_graves, ("n", "g", "d"), "lr"),
+    "SgdW": (S.SgdW, dict(lr=0.1, momentum=0.8, wd=0.05), ref_sgdw, ("m",), "lr"),
 }
 
 
@@ -122,7 +260,7 @@ class Reference:
 
     def __init__(self, step, hyper, state_names, params):
         self.step = step
-        self.h = dict(hyper, alpha0=hyper.get("alpha"))
+        self.h = dict(hyper, alpha0=hyper.get("alpha"), initial=dict(hyper))
         self.w = {n: np.array(v.d, dtype=np.float64) for n, v in params.items()}
         self.s = {n: {k: np.zeros(v.shape) for k in state_names} for n, v in params.items()}
         self.t = dict.fromkeys(params, 0)
@@ -584,3 +722,125 @@ def test_gpu_matches_cpu(rng):
             results[ext] = {n: to_module(v.d, np) for n, v in params.items()}
     for n in init:
         np.testing.assert_allclose(results["cudnn"][n], results["cpu"][n], rtol=1e-5, atol=1e-6)
+
+
+def test_scale_grad_multiplies_every_gradient(double, rng):
+    params, _ = mixed_layout(rng)
+    grads = random_grads(rng, params)
+    set_grads(params, grads)
+    solver = S.Lamb()
+    solver.set_parameters(params)
+    solver.scale_grad(0.25)
+    assert_grads(params, {n: 0.25 * g for n, g in grads.items()})
+    with pytest.raises(DpnbError, match="scale_grad expects scale to be a number, got 'x'"):
+        solver.scale_grad("x")
+
+
+@pytest.mark.parametrize("bad, inf, nan", [(np.inf, True, False), (-np.inf, True, False),
+                                           (np.nan, False, True)])
+def test_check_inf_grad_and_check_nan_grad(rng, bad, inf, nan):
+    params, _ = mixed_layout(rng)
+    set_grads(params, random_grads(rng, params))
+    solver = S.Sgd()
+    solver.set_parameters(params)
+    assert (solver.check_inf_grad(), solver.check_nan_grad()) == (False, False)
+    params["loose"].g[0, 1] = bad
+    assert (solver.check_inf_grad(), solver.check_nan_grad()) == (inf, nan)
+    params["b/W"].g[1, 0, 1] = np.nan
+    assert solver.check_nan_grad() is True
+
+
+def test_setup_is_refused_as_in_nnabla(rng):
+    with pytest.raises(DpnbError, match=r"setup\(params\) is deprecated.*set_parameters"):
+        S.Sgd().setup(flat_layout(rng)[0])
+
+
+FUSED = {"AdamW": True, "SgdW": True, "Lamb": True, "Lars": True, "Lion": True, "Adam": False,
+         "Sgd": False, "AMSGRAD": False, "Adadelta": False, "RMSpropGraves": False}
+
+
+@pytest.mark.parametrize("name", sorted(FUSED))
+def test_weight_decay_of_fused_solvers_waits_for_the_next_update(double, rng, name):
+    params, _ = flat_layout(rng)
+    grads = random_grads(rng, params)
+    set_grads(params, grads)
+    solver = getattr(S, name)()
+    solver.set_parameters(params)
+    assert solver.weight_decay_is_fused() is FUSED[name]
+    solver.weight_decay(0.5)
+    if FUSED[name]:
+        assert_grads(params, grads)
+    else:
+        for n, v in params.items():
+            np.testing.assert_allclose(v.g, grads[n] + 0.5 * v.d, rtol=1e-12)
+
+
+def test_adabelief_fuses_weight_decay_only_when_decoupled():
+    assert S.AdaBelief().weight_decay_is_fused() is False
+    assert S.AdaBelief(weight_decouple=True).weight_decay_is_fused() is True
+
+
+def test_lion_decay_lasts_one_update(double):
+    w = nn.Variable.from_numpy_array(np.array([1.0, -2.0]), need_grad=True)
+    solver = S.Lion(lr=0.1)
+    solver.set_parameters({"w": w})
+    solver.weight_decay(0.5)
+    solver.update()  # zero gradient: sign 0, only the decay moves w
+    np.testing.assert_allclose(w.d, [0.95, -1.9], rtol=1e-12)
+    solver.update()
+    np.testing.assert_allclose(w.d, [0.95, -1.9], rtol=1e-12)
+
+
+def test_adabelief_keeps_s_max_only_with_amsgrad(rng):
+    params, _ = flat_layout(rng)
+    plain, ams = S.AdaBelief(), S.AdaBelief(amsgrad=True)
+    for solver in (plain, ams):
+        solver.set_parameters(params)
+    assert sorted(plain.get_states()["a/W"].pstate) == ["mean", "var"]
+    assert sorted(ams.get_states()["a/W"].pstate) == ["mean", "s_max", "var"]
+    with pytest.raises(DpnbError, match=r"entries \['mean', 'var'\].*AdaBelief keeps "
+                                        r"\['mean', 's_max', 'var'\]"):
+        ams.set_states(plain.get_states())
+
+
+def test_flags_are_kept_as_bools():
+    assert S.AMSBound(bias_correction=True).info["bias_correction"] is True
+    info = S.AdaBelief(rectify=True).info
+    assert info["rectify"] is True and info["amsgrad"] is False
+    assert S.Lamb().info == {"eta": 1e-3, "beta1": 0.9, "beta2": 0.999, "gamma_l": 0.0,
+                             "gamma_u": 10.0, "eps": 1e-6, "bias_correction": False}
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: S.AMSGRAD(bias_correction="yes"), "AMSGRAD expects bias_correction to be True or "
+                                               "False, got 'yes'"),
+    (lambda: S.AdaBelief(amsgrad=1), "AdaBelief expects amsgrad to be True or False, got 1"),
+    (lambda: S.Lars(lr="0.1"), r"Lars expects lr to be a number, got '0.1' \(str\)"),
+    (lambda: S.Lion(beta1=None), "Lion expects beta1 to be a number, got None"),
+    (lambda: S.SgdW(wd=True), "SgdW expects wd to be a number, got True"),
+])
+def test_bad_hyperparameters_are_refused(make, match):
+    with pytest.raises(DpnbError, match=match):
+        make()
+
+
+def test_bad_learning_rates_and_decay_rates_are_refused(rng):
+    solver = S.Lamb()
+    solver.set_parameters(flat_layout(rng)[0])
+    with pytest.raises(DpnbError, match="set_learning_rate expects learning_rate to be a number"):
+        solver.set_learning_rate("fast")
+    with pytest.raises(DpnbError, match="weight_decay expects decay_rate to be a number"):
+        solver.weight_decay([0.1])
+
+
+@pytest.mark.parametrize("name", ["Adadelta", "Lamb", "Lars", "RMSpropGraves", "AMSBound"])
+def test_set_states_with_wrong_shapes_names_them(rng, name):
+    params, _ = flat_layout(rng)
+    solver = getattr(S, name)()
+    solver.set_parameters(params)
+    states = solver.get_states()
+    key = sorted(states["a/b"].pstate)[0]
+    states["a/b"].pstate[key] = nn.Variable.from_numpy_array(np.zeros((2, 2)))
+    with pytest.raises(DpnbError, match=rf"state a/b/{key} has shape \(2, 2\), but parameter "
+                                        r"'a/b' has shape \(4,\)"):
+        solver.set_states(states)
