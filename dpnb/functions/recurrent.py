@@ -32,7 +32,10 @@ def _bmm(xp, a, b):
 
 
 def _to_steps(xp, a):
-    """(T, B, D, K) in time order -> (D, T, B, K) in step order (direction 1 reversed)."""
+    """(T, B, D, K) in time order -> (D, T, B, K) in step order (direction 1 reversed);
+    a view of ``a`` for one direction."""
+    if a.shape[2] == 1:
+        return a.transpose(2, 0, 1, 3)
     steps = xp.empty((a.shape[2], a.shape[0], a.shape[1], a.shape[3]), a.dtype)
     steps[0] = a[:, :, 0]
     if a.shape[2] == 2:
@@ -41,8 +44,11 @@ def _to_steps(xp, a):
 
 
 def _to_time(xp, steps):
-    """(D, T, B, K) in step order -> (T, B, D, K) in time order."""
+    """(D, T, B, K) in step order -> (T, B, D, K) in time order; a view of ``steps`` for
+    one direction."""
     d, t, b, k = steps.shape
+    if d == 1:
+        return steps.transpose(1, 2, 0, 3)
     a = xp.empty((t, b, d, k), steps.dtype)
     a[:, :, 0] = steps[0]
     if d == 2:
@@ -139,14 +145,13 @@ class _Recurrent(Function):
     # -- the parameters of one layer ---------------------------------------------
     def layer_weights(self, xp, v: dict, layer: int):
         """Layer ``layer``'s weights in internal gate order: the input part as one
-        (D * G * H, In) matrix and the recurrent part as (D, G * H, H)."""
+        (D * G * H, In) matrix and the recurrent part as a (D, G * H, H) view."""
         w = v["weight_l0"] if layer == 0 else v["weight"][layer - 1]
         inputs = w.shape[-1] - self.H
         w = w.reshape(self.D, self.gates, self.H, inputs + self.H)[:, list(self.order)]
         w = w.reshape(self.D, self.gates * self.H, inputs + self.H)
         wx = w[:, :, :inputs].reshape(self.D * self.gates * self.H, inputs)
-        wh = xp.ascontiguousarray(w[:, :, inputs:])
-        return wx, wh
+        return wx, w[:, :, inputs:]
 
     def layer_bias(self, xp, v: dict, layer: int):
         """Layer ``layer``'s bias as (D, bias_gates * H) in internal order, or None."""
@@ -189,7 +194,9 @@ class _Recurrent(Function):
             if self.saved is not None:
                 self.saved.append((flat, hs, cs, saved))
             layer_input = _to_time(xp, hs[:, 1:]).reshape(T, B, D * H)
-        return (layer_input, h_n) + ((c_n,) if self.has_cell else ())
+        # One direction's y is a view of the states kept for backward: hand out a copy.
+        y = layer_input.copy() if D == 1 else layer_input
+        return (y, h_n) + ((c_n,) if self.has_cell else ())
 
     def backward(self, xp, xs, ys, gys, need_grads):
         if not self.training:
@@ -204,6 +211,7 @@ class _Recurrent(Function):
         for layer in reversed(range(self.num_layers)):
             flat, hs, cs, saved = self.saved[layer]
             wx, wh = self.layer_weights(xp, v, layer)
+            wh = xp.ascontiguousarray(wh)  # the per-step products are fastest on it
             gc_n = gys[2][layer] if self.has_cell else None
             dx_side, dh_side, dh0, dc0 = self.back_layer(
                 xp, _to_steps(xp, g_out), gys[1][layer], gc_n, hs, cs, saved, wh)
@@ -257,7 +265,7 @@ class RNN(_Recurrent):
         T = proj.shape[1]
         hs = xp.empty((self.D, T + 1) + h0.shape[1:], self.dtype)
         hs[:, 0] = h0
-        wht = xp.ascontiguousarray(wh.transpose(0, 2, 1))
+        wht = xp.ascontiguousarray(wh.transpose(0, 2, 1))  # fastest for the per-step products
         relu = self.nonlinearity == "relu"
         for s in range(T):
             a = proj[:, s]
@@ -296,7 +304,7 @@ class LSTM(_Recurrent):
         cs = xp.empty_like(hs)
         tcs = xp.empty((self.D, T) + h0.shape[1:], self.dtype)
         hs[:, 0], cs[:, 0] = h0, c0
-        wht = xp.ascontiguousarray(wh.transpose(0, 2, 1))
+        wht = xp.ascontiguousarray(wh.transpose(0, 2, 1))  # fastest for the per-step products
         for s in range(T):
             a = proj[:, s]
             a += _bmm(xp, hs[:, s], wht)
@@ -344,7 +352,7 @@ class GRU(_Recurrent):
         hs = xp.empty((self.D, T + 1) + h0.shape[1:], self.dtype)
         hn = xp.empty((self.D, T) + h0.shape[1:], self.dtype)
         hs[:, 0] = h0
-        wht = xp.ascontiguousarray(wh.transpose(0, 2, 1))
+        wht = xp.ascontiguousarray(wh.transpose(0, 2, 1))  # fastest for the per-step products
         b_hn = None if bias is None else bias[:, None, 3 * H:]
         for s in range(T):
             a = proj[:, s]
