@@ -355,3 +355,50 @@ def test_fused_batch_normalization_errors():
     with pytest.raises(DpnbError, match="output_stat=True needs batch_stat=True"):
         F.fused_batch_normalization(x, param, param, param, param, batch_stat=False,
                                     output_stat=True)
+
+
+def test_spectral_norm_errors():
+    w = nn.Variable((3, 4))
+    with pytest.raises(DpnbError, match=r"SpectralNorm: u must have shape \(3,\) .* got \(4,\)"):
+        F.spectral_norm(w, nn.Variable((4,)))
+    with pytest.raises(DpnbError, match=r"dim must be an int in \[0, 2\) .* got -1"):
+        F.spectral_norm(w, nn.Variable((4,)), dim=-1)
+    with pytest.raises(DpnbError, match="itr .* must be an int >= 1, got 0"):
+        F.spectral_norm(w, nn.Variable((3,)), itr=0)
+    with pytest.raises(DpnbError, match="eps must be > 0, got 0.0"):
+        F.spectral_norm(w, nn.Variable((3,)), eps=0.0)
+    with pytest.raises(DpnbError, match="must be a leaf variable"):
+        F.spectral_norm(w, F.identity(nn.Variable((3,))))
+    with pytest.raises(DpnbError, match=r"PF.spectral_norm: dim must be an int in \[0, 2\)"):
+        PF.spectral_norm(w, dim=2)
+
+
+def test_spectral_norm_test_mode_keeps_u_and_has_the_training_gradient(rng):
+    """nnabla 1.39's backward gives NaN with test=True; dpnb's equals the training one."""
+    w_data, u_data = rng.randn(4, 3), rng.randn(4)
+    gy = rng.randn(4, 3)
+    grads = []
+    for test in (False, True):
+        w = nn.Variable.from_numpy_array(w_data, need_grad=True)
+        u = nn.Variable.from_numpy_array(u_data.copy())
+        y = F.spectral_norm(w, u, itr=2, test=test)
+        y.forward()
+        y.backward(gy)
+        grads.append(w.g.copy())
+        assert np.array_equal(u.d, u_data) == test
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12)
+    sigma = np.linalg.svd(w_data, compute_uv=False)[0]
+    w = nn.Variable.from_numpy_array(w_data)
+    y = F.spectral_norm(w, nn.Variable.from_numpy_array(u_data.copy()), itr=100)
+    y.forward()
+    np.testing.assert_allclose(y.d, w_data / sigma, rtol=1e-10)
+
+
+def test_pf_spectral_norm_parameter():
+    nn.clear_parameters()
+    PF.spectral_norm(nn.Variable((2, 5, 3)), dim=1)
+    params = nn.get_parameters(grad_only=False)
+    assert {k: (v.shape, v.need_grad) for k, v in params.items()} == {
+        "spectral-norm/u": ((5,), False)}
+    assert nn.get_parameters() == {}
+    nn.clear_parameters()

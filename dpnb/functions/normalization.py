@@ -13,7 +13,7 @@ from .math import add2
 
 __all__ = ["batch_normalization", "fused_batch_normalization", "group_normalization",
            "instance_normalization", "layer_normalization", "mean_subtraction",
-           "norm_normalization", "sync_batch_normalization", "tensor_normalization",
+           "norm_normalization", "spectral_norm", "sync_batch_normalization", "tensor_normalization",
            "weight_normalization", "weight_standardization"]
 
 _ROLES = ("beta", "gamma", "mean", "variance")
@@ -668,3 +668,74 @@ def mean_subtraction(x: Variable, mean: Variable, t: Variable, base_axis: int = 
     """x minus the running mean of the samples (axes before ``base_axis``), which forward
     updates (``mean``, and the batch count ``t``) unless ``update_running_mean`` is False."""
     return MeanSubtraction(base_axis, update_running_mean)(x, mean, t)
+
+
+class SpectralNorm(Function):
+    """W / sigma(W), sigma the largest singular value of W seen as a matrix (rows: the
+    indices of axis ``dim``), estimated by ``itr`` steps of the power iteration from the
+    left singular vector ``u``, which forward updates in place unless ``test``.  As in
+    nnabla, backward holds the singular vectors constant: d sigma / dW = u v^T."""
+
+    def __init__(self, dim: int, itr: int, eps: float, test: bool, output_u: bool):
+        self.dim = dim
+        self.itr = itr
+        self.eps = float(eps)
+        self.test = bool(test)
+        self.output_u = bool(output_u)
+
+    def setup(self, inputs):
+        w, u = inputs
+        if isinstance(self.dim, bool) or not isinstance(self.dim, (int, np.integer)) \
+                or not 0 <= self.dim < w.ndim:
+            raise self.error(f"dim must be an int in [0, {w.ndim}) (nnabla takes no negative "
+                             f"dim) for a weight of shape {w.shape}, got {self.dim!r}")
+        self.axis = int(self.dim)
+        rows = w.shape[self.axis]
+        if u.shape != (rows,):
+            raise self.error(f"u must have shape ({rows},) (w's size on axis {self.axis}), "
+                             f"got {u.shape}")
+        if isinstance(self.itr, bool) or not isinstance(self.itr, (int, np.integer)) \
+                or self.itr < 1:
+            raise self.error(f"itr (power iterations) must be an int >= 1, got {self.itr!r}")
+        if not self.eps > 0:
+            raise self.error(f"eps must be > 0, got {self.eps!r}")
+        if not self.test and u.parent is not None:
+            raise self.error("u is updated in place with test=False, so it must be a leaf "
+                             "variable (a parameter), not the output of a function")
+        self.moved_shape = (rows,) + tuple(s for a, s in enumerate(w.shape) if a != self.axis)
+        outputs = [(w.shape, w.dtype)]
+        if self.output_u:
+            outputs.append((u.shape, u.dtype))
+        return outputs
+
+    def _normalized(self, xp, a):
+        return a / xp.sqrt((a * a).sum() + self.eps)
+
+    def forward(self, xp, xs):
+        w, u0 = xs
+        matrix = xp.moveaxis(w, self.axis, 0).reshape(self.moved_shape[0], -1)
+        u = u0.astype(w.dtype)
+        for _ in range(int(self.itr)):
+            v = self._normalized(xp, matrix.T @ u)
+            u = self._normalized(xp, matrix @ v)
+        self.u, self.v = u, v
+        self.sigma = u @ (matrix @ v)
+        original = u0.copy() if self.output_u else None
+        if not self.test:
+            self.inputs[1].d = u
+        y = w / self.sigma
+        return (y, original) if self.output_u else (y,)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        w, gy, sigma = xs[0], gys[0], self.sigma
+        outer = (self.u[:, None] * self.v[None, :]).reshape(self.moved_shape)
+        outer = xp.moveaxis(outer, 0, self.axis)
+        return (gy / sigma - ((gy * w).sum() / (sigma * sigma)) * outer, None)
+
+
+def spectral_norm(w: Variable, u: Variable, dim: int = 0, itr: int = 1, eps: float = 1e-12,
+                  test: bool = False, output_u: bool = False) -> Variable | tuple[Variable, Variable]:
+    """Spectral normalization: ``w`` divided by its largest singular value, estimated by
+    ``itr`` power-iteration steps from ``u`` (updated in place unless ``test``).  With
+    ``output_u`` also returns u as it was before this forward."""
+    return SpectralNorm(dim, itr, eps, test, output_u)(w, u)

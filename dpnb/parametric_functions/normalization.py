@@ -11,13 +11,13 @@ from ..context import to_module
 from ..errors import DpnbError
 from ..functions.base import axes_of, base_axis_of, kept_axes, one_axis
 from ..graph import Variable
-from ..initializer import ConstantInitializer
+from ..initializer import ConstantInitializer, NormalInitializer
 from ..parameter import get_parameter_or_create
 from ._common import check_input, scope
 
 __all__ = ["batch_normalization", "fused_batch_normalization", "group_normalization",
            "instance_normalization", "layer_normalization", "mean_subtraction",
-           "sync_batch_normalization", "weight_normalization"]
+           "spectral_norm", "sync_batch_normalization", "weight_normalization"]
 
 
 def _bn_parameters(fn_name: str, inp: Variable, axes: list[int], fix_parameters: bool,
@@ -187,3 +187,20 @@ def mean_subtraction(inp: Variable, base_axis: int = 1, update_running_mean: boo
         mean = get_parameter_or_create("mean", inp.shape[axis:], ConstantInitializer(0), False)
         t = get_parameter_or_create("t", (1,), ConstantInitializer(0), False)
         return F.mean_subtraction(inp, mean, t, base_axis, update_running_mean)
+
+
+def spectral_norm(w: Variable, dim: int = 0, itr: int = 1, eps: float = 1e-12, test: bool = False,
+                  u_init=None, fix_parameters: bool = True, name: str | None = None) -> Variable:
+    """Spectral normalization of ``w`` (F.spectral_norm) with the singular-vector estimate
+    ``spectral-norm/u`` of shape (w.shape[dim],), standard normal by default.  u is never
+    trained (power iteration updates it), so ``fix_parameters`` changes nothing, as in
+    nnabla.  Used as ``apply_w=lambda w: PF.spectral_norm(w, dim=...)``."""
+    with scope(name, "spectral-norm"):
+        check_input("spectral_norm", w, 1)
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) \
+                or not 0 <= dim < w.ndim:
+            raise DpnbError(f"PF.spectral_norm: dim must be an int in [0, {w.ndim}) for a "
+                            f"weight of shape {w.shape}, got {dim!r}")
+        u_init = NormalInitializer() if u_init is None else u_init
+        u = get_parameter_or_create("u", (w.shape[dim],), u_init, False, False)
+        return F.spectral_norm(w, u, dim, itr, eps, test)

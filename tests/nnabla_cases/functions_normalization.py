@@ -17,6 +17,7 @@ def counted(name, shape, rng):
 
 
 RUNNING = (True, False, False)  # x has a gradient; the running mean and count do not
+VECTOR = (True, False)  # spectral norm's w has a gradient; the singular vector u does not
 
 
 CASES = [
@@ -181,4 +182,32 @@ CASES = [
     Case("PF.fused_batch_normalization inference no_bias",
          lambda lib, x: lib.PF.fused_batch_normalization(x, batch_stat=False, no_bias=True),
          (u(4, 3, 2),)),
+    # Spectral norm.  Backward holds the power iteration's vectors constant, which is the
+    # true derivative only once the iteration has converged: fd only with many steps.
+    Case("spectral_norm", lambda lib, w, v: lib.F.spectral_norm(w, v), (u(3, 4), u(3)),
+         need_grad=VECTOR, fd=False),
+    Case("spectral_norm u need_grad", lambda lib, w, v: lib.F.spectral_norm(w, v),
+         (u(3, 4), u(3)), fd=False),
+    Case("spectral_norm dim 1 itr 2 output_u",
+         lambda lib, w, v: lib.F.spectral_norm(w, v, dim=1, itr=2, output_u=True),
+         (u(3, 2, 2), u(2)), need_grad=VECTOR, fd=False),
+    Case("spectral_norm last dim eps",
+         lambda lib, w, v: lib.F.spectral_norm(w, v, 2, eps=0.1), (u(2, 3, 4), u(4)),
+         need_grad=VECTOR, fd=False),
+    Case("spectral_norm converged",
+         lambda lib, w, v: lib.F.spectral_norm(w, v, itr=60), (u(3, 4), u(3)),
+         need_grad=VECTOR, fd_atol=1e-5),
+    Case("spectral_norm converged dim 2",
+         lambda lib, w, v: lib.F.spectral_norm(w, v, dim=2, itr=60), (u(2, 2, 3), u(3)),
+         need_grad=VECTOR, fd_atol=1e-5),
+    # nnabla 1.39's backward with test=True gives NaN: forward only.
+    Case("spectral_norm test output_u",
+         lambda lib, w, v: lib.F.spectral_norm(w, v, itr=2, test=True, output_u=True),
+         (u(4, 3), u(4)), need_grad=VECTOR, grad=False),
+    Case("PF.spectral_norm", lambda lib, w: lib.PF.spectral_norm(w), (u(3, 4),), fd=False),
+    Case("PF.spectral_norm dim 1 itr 3 name",
+         lambda lib, w: lib.PF.spectral_norm(w, dim=1, itr=3, name="sn"), (u(3, 2),),
+         fd=False),
+    Case("PF.spectral_norm test", lambda lib, w: lib.PF.spectral_norm(w, test=True),
+         (u(3, 4),), grad=False),
 ]
