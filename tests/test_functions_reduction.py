@@ -95,8 +95,8 @@ def test_norm_of_zeros_has_a_zero_gradient():
     (lambda x: F.cumsum(x, axis=2), r"CumSum: axis must be an int in \[-2, 2\)"),
     (lambda x: F.cumprod(x, axis=1.0), r"CumProd: axis must be an int"),
     (lambda x: F.sort(x, axis=5), r"Sort: axis must be an int in \[-2, 2\)"),
-    (lambda x: F.top_k_data(x, 5), r"TopKData: k must be an int in \[1, 4\] \(the size of a sample, the axes "
-                                   r"from base_axis=1 of \(3, 4\)\), got 5"),
+    (lambda x: F.top_k_data(x, 5), (r"TopKData: k must be an int in \[1, 4\] \(the size of a sample, "
+                                    r"the axes from base_axis=1 of \(3, 4\)\), got 5")),
     (lambda x: F.top_k_data(x, 0), r"TopKData: k must be an int in \[1, 4\]"),
     (lambda x: F.top_k_data(x, 2, reduce=False, with_index=True), r"with_index=True needs reduce=True"),
     (lambda x: F.top_k_data(x, 2, base_axis=2), r"TopKData: base_axis must lie in \[-2, 2\)"),

@@ -54,8 +54,10 @@ class Reshape(Function):
         return (gys[0].reshape(self.in_shape),)
 
 
-def reshape(x: Variable, shape: Sequence[int], inplace: bool = True) -> Variable:
+def reshape(x: Variable, shape: Sequence[int], inplace: bool = True, n_outputs: int = -1,
+            outputs=None) -> Variable:
     """``x`` in a new shape; with ``inplace`` the output shares ``x``'s memory where it can."""
+    default_outputs("F.reshape", n_outputs, outputs)
     return Reshape(shape, inplace)(x)
 
 
@@ -82,8 +84,9 @@ class Transpose(Function):
         return (gys[0].transpose(self.inverse),)
 
 
-def transpose(x: Variable, axes: Sequence[int]) -> Variable:
+def transpose(x: Variable, axes: Sequence[int], n_outputs: int = -1, outputs=None) -> Variable:
     """Permute the axes of ``x``."""
+    default_outputs("F.transpose", n_outputs, outputs)
     return Transpose(axes)(x)
 
 
@@ -117,8 +120,9 @@ class Concatenate(Function):
         return tuple(xp.split(gys[0], self.offsets, axis=self.axis))
 
 
-def concatenate(*x: Variable, axis: int | None = None) -> Variable:
-    """Join variables along ``axis`` (default: the last axis)."""
+def concatenate(*x: Variable, **kw) -> Variable:
+    """Join variables along ``axis`` (keyword; default: the last axis)."""
+    (axis,) = _variadic("F.concatenate", kw, {"axis": None})
     return Concatenate(axis)(*x)
 
 
@@ -163,10 +167,12 @@ class Slice(Function):
 
 def slice(x: Variable, start: Sequence[int | None] | None = None,
           stop: Sequence[int | None] | None = None,
-          step: Sequence[int | None] | None = None) -> Variable:
+          step: Sequence[int | None] | None = None, n_outputs: int = -1,
+          outputs=None) -> Variable:
     """``x[start0:stop0:step0, start1:stop1:step1, ...]`` (Python's rules; None
     entries and omitted lists mean the whole axis); lists shorter than
     ``x.ndim`` apply to the last axes, as in nnabla."""
+    default_outputs("F.slice", n_outputs, outputs)
     return Slice(start, stop, step)(x)
 
 
@@ -182,8 +188,9 @@ class Identity(Unary):
         return (gys[0],)
 
 
-def identity(x: Variable) -> Variable:
+def identity(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """The input's values, copied into a new variable."""
+    default_outputs("F.identity", n_outputs, outputs)
     return Identity()(x)
 
 
@@ -213,9 +220,11 @@ class Sink(Function):
         return tuple(x.g if need else None for x, need in zip(self.inputs, need_grads))
 
 
-def sink(*x: Variable, one_input_grad: bool = True) -> Variable:
+def sink(*x: Variable, **kw) -> Variable:
     """One variable of shape () depending on all of ``x``, to run forward and backward
-    of several graphs at once (``F.sink(loss1, loss2).backward()``)."""
+    of several graphs at once (``F.sink(loss1, loss2).backward()``); keyword
+    ``one_input_grad`` (default True) as below."""
+    (one_input_grad,) = _variadic("F.sink", kw, {"one_input_grad": True})
     return Sink(one_input_grad)(*x)
 
 
