@@ -242,3 +242,225 @@ def test_affine_gpu_matches_cpu(rng):
             results.append([to_module(a, np) for a in [y.d] + [v.g for v in vs]])
     for cpu, gpu in zip(*results):
         np.testing.assert_allclose(gpu, cpu, rtol=1e-5, atol=1e-5)
+
+
+# -- channel_last, deconvolution, depthwise -------------------------------------
+
+def forward_backward(build, arrays, gy=None):
+    """Output, input gradients and output gradient of ``build(*variables)`` (float64) for
+    ``gy`` (default: fixed random numbers)."""
+    vs = [nn.Variable.from_numpy_array(a, need_grad=True) for a in arrays]
+    y = build(*vs)
+    y.forward()
+    gy = np.random.RandomState(1).randn(*y.shape) if gy is None else np.ascontiguousarray(gy)
+    for v in vs:
+        v.g = 0
+    y.backward(gy)
+    return y.d.copy(), [v.g.copy() for v in vs], gy
+
+
+def last(a, n):
+    """Channel-first (B, C, *n spatial) as channel-last."""
+    return np.moveaxis(a, -n - 1, -1)
+
+
+CHANNEL_LAST_CASES = [
+    ((2, 3, 7), (4, 3, 3), dict(pad=(1,), stride=(2,))),
+    ((2, 4, 5, 6), (6, 2, 3, 2), dict(group=2, dilation=(1, 2), pad=(1, 0))),
+    ((1, 2, 5, 5), (3, 2, 1, 1), dict()),
+    ((1, 2, 4, 3, 4), (2, 2, 2, 2, 3), dict(stride=(2, 1, 1), pad=(0, 1, 1))),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, options", CHANNEL_LAST_CASES)
+def test_convolution_channel_last_is_the_transposed_channel_first(rng, x_shape, w_shape,
+                                                                   options):
+    """nnabla's CPU code refuses channel_last; its channel-first results are recorded, so
+    channel_last must be exactly those, transposed (weight (OC, *kernel, C/group))."""
+    n = len(x_shape) - 2
+    x, w, b = rng.randn(*x_shape), rng.randn(*w_shape), rng.randn(w_shape[0])
+    y, (gx, gw, gb), gy = forward_backward(lambda x, w, b: F.convolution(x, w, b, **options),
+                                           [x, w, b])
+    wl = np.moveaxis(w, 1, -1)
+    yl, (gxl, gwl, gbl), _ = forward_backward(
+        lambda x, w, b: F.convolution(x, w, b, channel_last=True, **options),
+        [np.ascontiguousarray(last(x, n)), np.ascontiguousarray(wl), b], last(gy, n))
+    np.testing.assert_allclose(yl, last(y, n), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gxl, last(gx, n), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gwl, np.moveaxis(gw, 1, -1), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gbl, gb, rtol=1e-12)
+    check_grad(lambda x, w, b: F.convolution(x, w, b, channel_last=True, **options),
+               [np.ascontiguousarray(last(x, n)), np.ascontiguousarray(wl), b])
+
+
+DECONV_CASES = [
+    ((2, 2, 4), (2, 3, 3), dict(stride=(2,), output_padding=(1,))),
+    ((1, 4, 3, 3), (4, 1, 3, 2), dict(group=2, pad=(1, 0), stride=(2, 2))),
+    ((1, 2, 3, 2, 3), (2, 2, 2, 2, 2), dict(dilation=(1, 2, 1))),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, options", DECONV_CASES)
+def test_deconvolution_channel_last_is_the_transposed_channel_first(rng, x_shape, w_shape,
+                                                                     options):
+    n = len(x_shape) - 2
+    x, w = rng.randn(*x_shape), rng.randn(*w_shape)
+    b = rng.randn(w_shape[1] * options.get("group", 1))
+    y, grads, gy = forward_backward(lambda x, w, b: F.deconvolution(x, w, b, **options),
+                                    [x, w, b])
+    yl, grads_l, _ = forward_backward(
+        lambda x, w, b: F.deconvolution(x, w, b, channel_last=True, **options),
+        [np.ascontiguousarray(last(x, n)), np.ascontiguousarray(np.moveaxis(w, 1, -1)), b],
+        last(gy, n))
+    np.testing.assert_allclose(yl, last(y, n), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(grads_l[0], last(grads[0], n), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(grads_l[1], np.moveaxis(grads[1], 1, -1), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(grads_l[2], grads[2], rtol=1e-12)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, options", DECONV_CASES)
+def test_deconvolution_is_the_transpose_of_convolution(rng, x_shape, w_shape, options):
+    """<deconv(x, w), z> == <x, conv(z, w)>: the same weight maps back and forth."""
+    conv_options = {k: v for k, v in options.items() if k != "output_padding"}
+    x, w = rng.randn(*x_shape), rng.randn(*w_shape)
+    y = F.deconvolution(nn.Variable.from_numpy_array(x), nn.Variable.from_numpy_array(w),
+                        **options)
+    y.forward()
+    z = rng.randn(*y.shape)
+    back = F.convolution(nn.Variable.from_numpy_array(z), nn.Variable.from_numpy_array(w),
+                         **conv_options)
+    back.forward()
+    assert back.shape == x.shape
+    np.testing.assert_allclose(np.sum(y.d * z), np.sum(x * back.d), rtol=1e-10)
+
+
+def test_depthwise_are_grouped_with_one_channel_per_group(rng):
+    x, w, b = rng.randn(2, 3, 5, 5), rng.randn(6, 3, 2), rng.randn(6)
+    y = check_grad(lambda x, w, b: F.depthwise_convolution(x, w, b, pad=(1, 0), multiplier=2),
+                   [x, w, b])
+    np.testing.assert_allclose(y.d, reference_convolution(x, w[:, None], b, pad=(1, 0), group=3),
+                               rtol=1e-12)
+    x, w, b = rng.randn(1, 4, 3, 3), rng.randn(4, 2, 2), rng.randn(2)
+    y = check_grad(lambda x, w, b: F.depthwise_deconvolution(x, w, b, stride=(2, 1), divisor=2),
+                   [x, w, b])
+    z = F.deconvolution(*(nn.Variable.from_numpy_array(a) for a in (x, w[:, None], b)),
+                        stride=(2, 1), group=2)
+    z.forward()
+    np.testing.assert_allclose(y.d, z.d, rtol=1e-12)
+
+
+def test_deconvolution_errors():
+    x = nn.Variable((1, 4, 3, 3))
+    w = nn.Variable((4, 2, 3, 3))
+    with pytest.raises(DpnbError, match="output_padding must be smaller than the stride"):
+        F.deconvolution(x, w, stride=(2, 2), output_padding=(2, 0))
+    with pytest.raises(DpnbError, match="output_padding must be smaller than the stride"):
+        F.deconvolution(x, w, dilation=(2, 2), output_padding=(1, 1))
+    with pytest.raises(DpnbError, match=r"output would have size \(-1, -1\).*use less padding"):
+        F.deconvolution(x, w, pad=(3, 3))
+    with pytest.raises(DpnbError, match="with group=3, the input's 4 channels must divide"):
+        F.deconvolution(x, w, group=3)
+    with pytest.raises(DpnbError, match=r"equal the weight's first axis; got weight shape \(2,"):
+        F.deconvolution(x, nn.Variable((2, 2, 3, 3)))
+    with pytest.raises(DpnbError, match=r"bias must have shape \(4,\)"):
+        F.deconvolution(x, w, nn.Variable((2,)), group=2)
+    with pytest.raises(DpnbError, match=r"output_padding must be 2 int\(s\) >= 0"):
+        F.deconvolution(x, w, stride=(2, 2), output_padding=(1,))
+    with pytest.raises(DpnbError, match=r"weight must have shape \(C, \*kernel, OC/group\)"):
+        F.deconvolution(nn.Variable((1, 3, 3, 4)), nn.Variable((4, 3, 3)), channel_last=True)
+
+
+def test_depthwise_errors():
+    x = nn.Variable((1, 4, 5, 5))
+    with pytest.raises(DpnbError, match=r"\(C \* multiplier, \*kernel\) = \(4 \* 2, ...\)"):
+        F.depthwise_convolution(x, nn.Variable((4, 3, 3)), multiplier=2)
+    with pytest.raises(DpnbError, match="multiplier=0 \\(an int >= 1\\)"):
+        F.depthwise_convolution(x, nn.Variable((4, 3, 3)), multiplier=0)
+    with pytest.raises(DpnbError, match=r"weight must have shape \(C \* multiplier, \*kernel\)"):
+        F.depthwise_convolution(x, nn.Variable((4, 1, 3, 3)))
+    # nnabla 1.39 silently drops channels when divisor does not divide them: dpnb refuses.
+    with pytest.raises(DpnbError, match="4 channels must divide by divisor=3"):
+        F.depthwise_deconvolution(x, nn.Variable((4, 3, 3)), divisor=3)
+    with pytest.raises(DpnbError, match=r"weight must have shape \(C, \*kernel\)"):
+        F.depthwise_deconvolution(x, nn.Variable((4, 1, 3, 3)))
+
+
+# -- parametric functions ----------------------------------------------------
+
+def test_pf_shapes_and_default_initializers():
+    """nnabla's names and shapes; W uniform within Glorot's limit for (in, out, kernel) as
+    nnabla computes it for each layer; b zero."""
+    import dpnb.parametric_functions as PF
+    from dpnb.initializer import calc_uniform_lim_glorot
+    nn.clear_parameters()
+    layers = [
+        (lambda: PF.convolution(nn.Variable((2, 7, 5, 6)), 8, (3, 2), group=2,
+                                channel_last=True, name="c"),
+         "c/conv", (8, 3, 2, 3), (8,), (6, 8, (3, 2))),
+        (lambda: PF.convolution(nn.Variable((2, 3, 9)), 4, (5,), name="c1"),
+         "c1/conv", (4, 3, 5), (4,), (3, 4, (5,))),
+        (lambda: PF.deconvolution(nn.Variable((2, 4, 5, 5)), 6, (3, 3), group=2, name="d"),
+         "d/deconv", (4, 3, 3, 3), (6,), (6, 4, (3, 3))),
+        (lambda: PF.deconvolution(nn.Variable((2, 5, 5, 4)), 6, (3, 2), channel_last=True,
+                                  name="dl"),
+         "dl/deconv", (4, 3, 2, 6), (6,), (6, 4, (3, 2))),
+        (lambda: PF.depthwise_convolution(nn.Variable((2, 3, 6, 6)), (3, 3), multiplier=4,
+                                          name="w"),
+         "w/depthwise_conv", (12, 3, 3), (12,), (12, 3, (3, 3))),
+        (lambda: PF.depthwise_deconvolution(nn.Variable((2, 6, 6, 6)), (3, 3), divisor=3,
+                                            name="wd"),
+         "wd/depthwise_deconv", (6, 3, 3), (2,), (6, 6, (3, 3))),
+    ]
+    for build, prefix, w_shape, b_shape, glorot in layers:
+        build()
+        params = nn.get_parameters(grad_only=False)
+        w, b = params[f"{prefix}/W"], params[f"{prefix}/b"]
+        assert w.shape == w_shape and b.shape == b_shape
+        limit = calc_uniform_lim_glorot(*glorot)[1]
+        assert np.abs(w.d).max() <= limit and np.abs(w.d).max() > 0.5 * limit
+        assert not np.any(b.d)
+    nn.clear_parameters()
+
+
+def test_pf_errors():
+    import dpnb.parametric_functions as PF
+    with pytest.raises(DpnbError, match="must both be divisible by group"):
+        PF.deconvolution(nn.Variable((1, 4, 3, 3)), 3, (3, 3), group=2)
+    with pytest.raises(DpnbError, match="kernel must be a tuple of ints >= 1"):
+        PF.convolution(nn.Variable((1, 4, 3, 3)), 3, (0, 3))
+    with pytest.raises(DpnbError, match="multiplier must be an int >= 1"):
+        PF.depthwise_convolution(nn.Variable((1, 4, 3, 3)), (3, 3), multiplier=0)
+    with pytest.raises(DpnbError, match="divisor must be an int >= 1 that divides"):
+        PF.depthwise_deconvolution(nn.Variable((1, 4, 3, 3)), (3, 3), divisor=3)
+    with pytest.raises(DpnbError, match="at least 3 dimensions"):
+        PF.convolution(nn.Variable((4, 3)), 3, (3, 3))
+    nn.clear_parameters()
+
+
+@requires_gpu
+@pytest.mark.parametrize("build, shapes", [
+    (lambda x, w, b: F.convolution(x, w, b, pad=(1, 0, 1), stride=(2, 1, 1)),
+     ((2, 2, 4, 3, 5), (3, 2, 2, 2, 3), (3,))),
+    (lambda x, w, b: F.convolution(x, w, b, group=2, channel_last=True),
+     ((2, 6, 5, 4), (4, 3, 2, 2), (4,))),
+    (lambda x, w, b: F.deconvolution(x, w, b, stride=(2, 2), output_padding=(1, 0), group=2),
+     ((2, 4, 3, 3), (4, 3, 3, 2), (6,))),
+    (lambda x, w, b: F.deconvolution(x, w, b, stride=(2,), channel_last=True),
+     ((2, 5, 3), (3, 2, 4), (4,))),
+    (lambda x, w, b: F.depthwise_convolution(x, w, b, multiplier=2, dilation=(2, 1)),
+     ((2, 3, 6, 5), (6, 3, 3), (6,))),
+    (lambda x, w, b: F.depthwise_deconvolution(x, w, b, divisor=2, stride=(2, 2)),
+     ((2, 4, 3, 3), (4, 2, 2), (2,))),
+])
+def test_convolutions_gpu_match_cpu(rng, build, shapes):
+    arrays = [rng.randn(*shape).astype(np.float32) for shape in shapes]
+    results = []
+    for ctx in (nn.Context(), get_extension_context("cudnn")):
+        with nn.context_scope(ctx):
+            vs = [nn.Variable.from_numpy_array(a, need_grad=True) for a in arrays]
+            y = build(*vs)
+            y.forward()
+            y.backward(np.random.RandomState(3).randn(*y.shape).astype(np.float32))
+            results.append([to_module(a, np) for a in [y.d] + [v.g for v in vs]])
+    for cpu, gpu in zip(*results):
+        np.testing.assert_allclose(gpu, cpu, rtol=1e-4, atol=1e-4)

@@ -34,7 +34,10 @@ def reference_pooling(x, kernel, stride=None, ignore_border=True, pad=None, mode
                 size *= stop - start
             window.append(slice(start, stop))
         values = x[(Ellipsis,) + tuple(window)].reshape(x.shape[:-n] + (-1,))
-        y[(Ellipsis,) + position] = values.max(-1) if mode == "max" else values.sum(-1) / size
+        if mode == "max":
+            y[(Ellipsis,) + position] = values.max(-1)
+        else:
+            y[(Ellipsis,) + position] = values.sum(-1) / (size if mode == "average" else 1)
     return y
 
 
@@ -67,6 +70,16 @@ def test_average_pooling_matches_loops(rng, options, including_pad):
     assert y.dtype == np.float32
     expected = reference_pooling(x, mode="average", including_pad=including_pad, **options)
     np.testing.assert_allclose(y.d, expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("options", POOL_CASES)
+def test_sum_pooling_matches_loops_and_differences(rng, options):
+    """Sum pooling over 1, 2 or 3 axes (nnabla's CPU code only pools 2 or 3)."""
+    x = rng.randn(2, 3, 5, 7)
+    y = F.sum_pooling(nn.Variable.from_numpy_array(x), **options)
+    y.forward()
+    np.testing.assert_allclose(y.d, reference_pooling(x, mode="sum", **options), rtol=1e-12)
+    check_grad(lambda x: F.sum_pooling(x, **options), [rng.randn(2, 2, 5, 4)])
 
 
 def test_output_size_rule_for_ignore_border_false():
@@ -156,6 +169,11 @@ def test_pooling_errors():
         F.average_pooling(x, (5, 2))
     with pytest.raises(DpnbError, match="kernel and stride must be >= 1"):
         F.max_pooling(x, (2, 2), stride=(0, 1))
+    # nnabla 1.39 returns garbage (max), zeros (sum) or NaN (average excluding the pad) for
+    # windows made only of padding: dpnb refuses them for every pooling.
+    for pool in (F.max_pooling, F.average_pooling, F.sum_pooling):
+        with pytest.raises(DpnbError, match="pad must be smaller than the kernel"):
+            pool(x, (2, 2), pad=(0, 2))
     with pytest.raises(DpnbError, match=r"2 to 4 dimensions \(B, C\[, H\[, W\]\]\), got shape \(3,\)"):
         F.global_average_pooling(nn.Variable((3,)))
     # nnabla 1.39 averages the wrong elements beyond 4 axes: dpnb refuses.
@@ -182,5 +200,122 @@ def test_pooling_gpu_matches_cpu(rng, options):
                 y.backward(np.arange(y.size, dtype=np.float32).reshape(y.shape))
                 outputs += [to_module(y.d, np), to_module(xv.g, np).copy()]
             results.append(outputs)
+    for cpu, gpu in zip(*results):
+        np.testing.assert_allclose(gpu, cpu, rtol=1e-5, atol=1e-5)
+
+
+# -- channel_last, unpooling, interpolate ---------------------------------------
+
+def forward_backward(build, x, gy=None):
+    """Output and input gradient of ``build(variable)`` (float64) for ``gy``
+    (default: fixed random numbers)."""
+    xv = nn.Variable.from_numpy_array(x, need_grad=True)
+    y = build(xv)
+    y.forward()
+    gy = np.random.RandomState(1).randn(*y.shape) if gy is None else np.ascontiguousarray(gy)
+    xv.g = 0
+    y.backward(gy)
+    return y.d.copy(), xv.g.copy(), gy
+
+
+CHANNEL_LAST_CASES = [
+    (lambda x, cl: F.max_pooling(x, (2, 3), (1, 2), True, (1, 1), channel_last=cl), 2),
+    (lambda x, cl: F.max_pooling(x, (2,), ignore_border=False, channel_last=cl), 1),
+    (lambda x, cl: F.average_pooling(x, (3, 2), (2, 2), False, (1, 0), channel_last=cl,
+                                     including_pad=False), 2),
+    (lambda x, cl: F.average_pooling(x, (2, 2, 2), pad=(1, 1, 0), channel_last=cl), 3),
+    (lambda x, cl: F.sum_pooling(x, (2, 2), pad=(1, 1), channel_last=cl), 2),
+    (lambda x, cl: F.unpooling(x, (2, 3), channel_last=cl), 2),
+    (lambda x, cl: F.unpooling(x, (1, 2, 2), channel_last=cl), 3),
+    (lambda x, cl: F.interpolate(x, scale=(2, 1.5), channel_last=cl), 2),
+    (lambda x, cl: F.interpolate(x, output_size=(7,), mode="nearest", half_pixel=True,
+                                 channel_last=cl), 1),
+    (lambda x, cl: F.interpolate(x, output_size=(3, 5, 2), align_corners=True,
+                                 channel_last=cl), 3),
+]
+
+
+@pytest.mark.parametrize("build, n", CHANNEL_LAST_CASES)
+def test_channel_last_is_the_transposed_channel_first(rng, build, n):
+    """nnabla's CPU code refuses channel_last here; its channel-first results are recorded,
+    so channel_last must be exactly those, transposed."""
+    x = distinct_values(rng, (2, 3, 4, 5, 4)[:2 + n]) + 0.01 * rng.rand(*(2, 3, 4, 5, 4)[:2 + n])
+    y, gx, gy = forward_backward(lambda v: build(v, False), x)
+    last = np.ascontiguousarray(np.moveaxis(x, 1, -1))
+    yl, gxl, _ = forward_backward(lambda v: build(v, True), last, np.moveaxis(gy, 1, -1))
+    np.testing.assert_allclose(yl, np.moveaxis(y, 1, -1), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gxl, np.moveaxis(gx, 1, -1), rtol=1e-12, atol=1e-12)
+    check_grad(lambda v: build(v, True), [last])
+
+
+def test_unpooling_repeats_each_element(rng):
+    x = rng.randn(2, 3, 2, 4)
+    y = check_grad(lambda x: F.unpooling(x, (3, 2)), [x])
+    np.testing.assert_array_equal(y.d, x.repeat(3, axis=2).repeat(2, axis=3))
+    y = check_grad(lambda x: F.unpooling(x, (2,)), [x])
+    np.testing.assert_array_equal(y.d, x.repeat(2, axis=3))
+    y = check_grad(lambda x: F.unpooling(x, (2, 1, 1, 2)), [x])
+    np.testing.assert_array_equal(y.d, x.repeat(2, axis=0).repeat(2, axis=3))
+
+
+def test_interpolate_sizes_from_scale_and_output_size():
+    x = nn.Variable((1, 2, 5, 3))
+    assert F.interpolate(x, scale=(1.5, 0.5)).shape == (1, 2, 7, 1)
+    assert F.interpolate(x, scale=(2,)).shape == (1, 2, 5, 6)
+    assert F.interpolate(x, scale=(2, 2), output_size=(3, 4)).shape == (1, 2, 3, 4)
+    assert F.interpolate(x, scale=(2, 2), channel_last=True).shape == (1, 4, 10, 3)
+    assert F.interpolate(x, output_size=(2, 2, 2), channel_last=True).shape == (2, 2, 2, 3)
+
+
+def test_interpolate_linear_matches_a_direct_formula(rng):
+    """Bilinear, align_corners: output (i, j) at input (i (h-1)/(H-1), j (w-1)/(W-1))."""
+    x = rng.randn(1, 1, 3, 4)
+    y = check_grad(lambda x: F.interpolate(x, output_size=(5, 7), align_corners=True), [x])
+    expected = np.zeros((5, 7))
+    for i in range(5):
+        for j in range(7):
+            r, c = i * 2 / 4, j * 3 / 6
+            r0, c0 = min(int(r), 1), min(int(c), 2)
+            fr, fc = r - r0, c - c0
+            expected[i, j] = ((1 - fr) * (1 - fc) * x[0, 0, r0, c0] + (1 - fr) * fc
+                              * x[0, 0, r0, c0 + 1] + fr * (1 - fc) * x[0, 0, r0 + 1, c0]
+                              + fr * fc * x[0, 0, r0 + 1, c0 + 1])
+    np.testing.assert_allclose(y.d[0, 0], expected, rtol=1e-6, atol=1e-6)
+
+
+def test_unpooling_and_interpolate_errors():
+    x = nn.Variable((2, 3, 4))
+    with pytest.raises(DpnbError, match=r"kernel must be 1 to 3 ints >= 1 .* got \(2, 2, 2, 2\)"):
+        F.unpooling(x, (2, 2, 2, 2))
+    with pytest.raises(DpnbError, match=r"kernel must be 1 to 2 ints >= 1 .*channel_last=True"):
+        F.unpooling(x, (2, 2, 2), channel_last=True)
+    with pytest.raises(DpnbError, match="kernel must be 1 to 3 ints >= 1"):
+        F.unpooling(x, (0, 2))
+    with pytest.raises(DpnbError, match="mode must be 'linear' or 'nearest', got 'cubic'"):
+        F.interpolate(x, output_size=(3, 3), mode="cubic")
+    with pytest.raises(DpnbError, match="align_corners=True and half_pixel=True cannot be"):
+        F.interpolate(x, output_size=(3, 3), align_corners=True, half_pixel=True)
+    with pytest.raises(DpnbError, match="either scale or output_size must be given"):
+        F.interpolate(x)
+    with pytest.raises(DpnbError, match="output_size must have 1 to 2 entries"):
+        F.interpolate(x, output_size=(2, 2, 2), channel_last=True)
+    with pytest.raises(DpnbError, match="output_size must be a sequence of ints >= 0"):
+        F.interpolate(x, output_size=(2, -1))
+    with pytest.raises(DpnbError, match="scale must have 1 to 3 entries"):
+        F.interpolate(x, scale=(2, 2, 2, 2))
+
+
+@requires_gpu
+@pytest.mark.parametrize("build, n", CHANNEL_LAST_CASES)
+def test_channel_last_and_upsampling_gpu_match_cpu(rng, build, n):
+    x = distinct_values(rng, (2, 3, 4, 5, 4)[:2 + n]).astype(np.float32)
+    results = []
+    for ctx in (nn.Context(), get_extension_context("cudnn")):
+        with nn.context_scope(ctx):
+            xv = nn.Variable.from_numpy_array(x, need_grad=True)
+            y = build(xv, True)
+            y.forward()
+            y.backward(np.arange(y.size, dtype=np.float32).reshape(y.shape) / y.size)
+            results.append([to_module(y.d, np), to_module(xv.g, np)])
     for cpu, gpu in zip(*results):
         np.testing.assert_allclose(gpu, cpu, rtol=1e-5, atol=1e-5)
