@@ -10,9 +10,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import random as _random
+from ..context import to_module
 from ..graph import Function, Variable
+from .base import axes_of, base_axis_of, shape_of
 
-__all__ = ["dropout", "image_augmentation"]
+__all__ = ["dropout", "image_augmentation", "rand", "randn", "randint", "rand_binomial", "rand_beta",
+           "rand_gamma", "random_choice", "random_crop", "random_flip", "random_shift",
+           "random_erase"]
 
 
 def _generator(seed: int) -> np.random.RandomState:
@@ -202,3 +206,521 @@ def image_augmentation(x: Variable, shape: Sequence[int] | None = None,
     return ImageAugmentation(shape, pad, min_scale, max_scale, angle, aspect_ratio, distortion,
                              flip_lr, flip_ud, brightness, brightness_each, contrast,
                              contrast_center, contrast_each, noise, seed)(x)
+
+
+def _check_seed(owner: Function, seed: int) -> int:
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < -1:
+        raise owner.error(f"seed must be an int >= 0, or -1 for the default generator; got {seed!r}")
+    return int(seed)
+
+
+def _number(owner: Function, name: str, value, integer: bool = False):
+    """``value`` as a Python int or float, or an error naming it."""
+    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
+    if not isinstance(value, kinds) or isinstance(value, bool):
+        raise owner.error(f"{name} must be {'an int' if integer else 'a number'}, got {value!r}")
+    return int(value) if integer else float(value)
+
+
+class _Sampler(Function):
+    """Base of the functions that draw an array of ``shape`` from a distribution (no input,
+    no gradient); a subclass checks its parameters in ``check`` and draws in ``draw``."""
+
+    differentiable = False
+    int_output = False
+
+    def __init__(self, shape: Sequence[int], seed: int):
+        self.shape = shape
+        self.seed = seed
+
+    def check(self) -> None:
+        raise NotImplementedError
+
+    def draw(self, rng: np.random.RandomState, shape: tuple[int, ...]) -> np.ndarray:
+        raise NotImplementedError
+
+    def setup(self, inputs):
+        self.shape = shape_of(self, self.shape)
+        self.seed = _check_seed(self, self.seed)
+        self.check()
+        self.rng = _generator(self.seed)
+        self.dtype = np.dtype(np.int32) if self.int_output else self.context.dtype
+        return [(self.shape, self.dtype)]
+
+    def forward(self, xp, xs):
+        return (xp.asarray(self.draw(self.rng, self.shape).astype(self.dtype)),)
+
+
+class Rand(_Sampler):
+    """Uniform in [low, high)."""
+
+    def __init__(self, low, high, shape, seed):
+        super().__init__(shape, seed)
+        self.low, self.high = low, high
+
+    def check(self):
+        self.low, self.high = _number(self, "low", self.low), _number(self, "high", self.high)
+        if not self.low < self.high:
+            raise self.error(f"expected low < high, got low={self.low}, high={self.high}")
+
+    def draw(self, rng, shape):
+        values = (self.low + (self.high - self.low) * rng.random_sample(shape)).astype(self.dtype)
+        # Rounding to a narrower float may reach ``high``: keep the interval half-open.
+        below = np.nextafter(self.dtype.type(self.high), self.dtype.type(self.low))
+        return np.minimum(values, below)
+
+
+def rand(low: float = 0, high: float = 1, shape: Sequence[int] = [], seed: int = -1) -> Variable:
+    """Samples uniform in [low, high) of ``shape`` (new ones at every forward)."""
+    return Rand(low, high, shape, seed)()
+
+
+class Randn(_Sampler):
+    """Normal with mean mu and standard deviation sigma."""
+
+    def __init__(self, mu, sigma, shape, seed):
+        super().__init__(shape, seed)
+        self.mu, self.sigma = mu, sigma
+
+    def check(self):
+        self.mu, self.sigma = _number(self, "mu", self.mu), _number(self, "sigma", self.sigma)
+        if self.sigma == 0:
+            raise self.error("sigma must not be 0; give a standard deviation (1 is the usual)")
+
+    def draw(self, rng, shape):
+        return self.mu + self.sigma * rng.standard_normal(shape)
+
+
+def randn(mu: float = 0, sigma: float = 1, shape: Sequence[int] = [], seed: int = -1) -> Variable:
+    """Samples from N(mu, sigma**2) of ``shape`` (new ones at every forward)."""
+    return Randn(mu, sigma, shape, seed)()
+
+
+class Randint(_Sampler):
+    """Uniform integers in [low, high), as int32."""
+
+    int_output = True
+
+    def __init__(self, low, high, shape, seed):
+        super().__init__(shape, seed)
+        self.low, self.high = low, high
+
+    def check(self):
+        self.low = _number(self, "low", self.low, integer=True)
+        self.high = _number(self, "high", self.high, integer=True)
+        if not self.low < self.high:
+            raise self.error(f"expected low < high, got low={self.low}, high={self.high}")
+        info = np.iinfo(np.int32)
+        if self.low < info.min or self.high - 1 > info.max:
+            raise self.error(f"low and high must fit int32, got low={self.low}, high={self.high}")
+
+    def draw(self, rng, shape):
+        return rng.randint(self.low, self.high, shape)
+
+
+def randint(low: int = 0, high: int = 1, shape: Sequence[int] = [], seed: int = -1) -> Variable:
+    """Integer samples uniform in [low, high) of ``shape``, int32 (new ones at every forward)."""
+    return Randint(low, high, shape, seed)()
+
+
+class RandBinomial(_Sampler):
+    """Binomial counts of n trials with success probability p."""
+
+    def __init__(self, n, p, shape, seed):
+        super().__init__(shape, seed)
+        self.n, self.p = n, p
+
+    def check(self):
+        self.n, self.p = _number(self, "n", self.n, integer=True), _number(self, "p", self.p)
+        if self.n < 1 or not 0 < self.p < 1:
+            raise self.error(f"expected n >= 1 trials and a probability 0 < p < 1 (as nnabla), got "
+                             f"n={self.n}, p={self.p}")
+
+    def draw(self, rng, shape):
+        return rng.binomial(self.n, self.p, shape)
+
+
+def rand_binomial(n: int = 1, p: float = 0.5, shape: Sequence[int] = [],
+                  seed: int = -1) -> Variable:
+    """Samples from B(n, p) of ``shape``, as floats (new ones at every forward)."""
+    return RandBinomial(n, p, shape, seed)()
+
+
+class RandBeta(_Sampler):
+    """Beta(alpha, beta) samples."""
+
+    def __init__(self, alpha, beta, shape, seed):
+        super().__init__(shape, seed)
+        self.alpha, self.beta = alpha, beta
+
+    def check(self):
+        self.alpha, self.beta = _number(self, "alpha", self.alpha), _number(self, "beta", self.beta)
+        if self.alpha <= 0 or self.beta <= 0:
+            raise self.error(f"alpha and beta must be > 0, got alpha={self.alpha}, beta={self.beta}")
+
+    def draw(self, rng, shape):
+        return rng.beta(self.alpha, self.beta, shape)
+
+
+def rand_beta(alpha: float = 0.5, beta: float = 0.5, shape: Sequence[int] = [],
+              seed: int = -1) -> Variable:
+    """Samples from Beta(alpha, beta) of ``shape`` (new ones at every forward)."""
+    return RandBeta(alpha, beta, shape, seed)()
+
+
+class RandGamma(_Sampler):
+    """Gamma samples of shape k and scale theta."""
+
+    def __init__(self, k, theta, shape, seed):
+        super().__init__(shape, seed)
+        self.k, self.theta = k, theta
+
+    def check(self):
+        self.k, self.theta = _number(self, "k", self.k), _number(self, "theta", self.theta)
+        if self.k <= 0 or self.theta <= 0:
+            raise self.error(f"k and theta must be > 0, got k={self.k}, theta={self.theta}")
+
+    def draw(self, rng, shape):
+        return rng.gamma(self.k, self.theta, shape)
+
+
+def rand_gamma(k: float = 0.5, theta: float = 1, shape: Sequence[int] = [],
+               seed: int = -1) -> Variable:
+    """Samples from Gamma(k, theta) (mean k theta) of ``shape`` (new ones at every forward)."""
+    return RandGamma(k, theta, shape, seed)()
+
+
+class RandomChoice(Function):
+    """Samples of the populations on x's last axis, drawn with the relative weights ``w``
+    (same shape); the gradient of each drawn sample goes to that element of x and of w."""
+
+    def __init__(self, shape, replace: bool, seed: int):
+        self.shape = shape
+        self.replace = bool(replace)
+        self.seed = seed
+
+    def setup(self, inputs):
+        x, w = inputs
+        if x.shape != w.shape or x.ndim == 0:
+            raise self.error(f"x and w must have one shape of at least one axis (populations on "
+                             f"the last), got x {x.shape} and w {w.shape}")
+        self.shape = shape_of(self, self.shape)
+        self.seed = _check_seed(self, self.seed)
+        self.count = int(np.prod(self.shape)) if self.shape else 1
+        if not self.replace and self.count > x.shape[-1]:
+            raise self.error(f"without replacement at most {x.shape[-1]} samples can be drawn from "
+                             f"populations of {x.shape[-1]}, but shape {self.shape} asks for "
+                             f"{self.count}; draw fewer or set replace=True")
+        self.rng = _generator(self.seed)
+        self.x_shape = x.shape
+        dtype = x.dtype if np.issubdtype(x.dtype, np.floating) else self.context.dtype
+        return [(x.shape[:-1] + (self.shape or (1,)), dtype)]
+
+    def _choose(self, weights: np.ndarray) -> np.ndarray:
+        """The drawn indices, one row of ``self.count`` per population."""
+        if (weights < 0).any():
+            raise self.error("weights must not be negative; got a negative weight in w")
+        totals = weights.sum(axis=1)
+        if (totals <= 0).any():
+            raise self.error("every population needs a weight > 0; got one whose weights are all 0")
+        if not self.replace and ((weights > 0).sum(axis=1) < self.count).any():
+            raise self.error(f"without replacement every population needs at least {self.count} "
+                             "non-zero weights; got fewer")
+        size = weights.shape[1]
+        return np.stack([self.rng.choice(size, self.count, self.replace, p=row / total)
+                         for row, total in zip(weights, totals)])
+
+    def forward(self, xp, xs):
+        x, w = xs
+        size = x.shape[-1]
+        weights = to_module(w, np).reshape(-1, size).astype(np.float64)
+        self.index = xp.asarray(self._choose(weights))
+        y = xp.take_along_axis(x.reshape(-1, size), self.index, axis=1)
+        return (y.reshape(self.outputs[0].shape).astype(self.outputs[0].dtype),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        size = self.x_shape[-1]
+        rows = self.index.shape[0]
+        flat = (self.index + xp.arange(rows)[:, None] * size).ravel()
+        g = xp.bincount(flat, weights=gys[0].ravel(), minlength=rows * size)
+        g = g.reshape(self.x_shape).astype(gys[0].dtype)
+        return (g if need_grads[0] else None, g.copy() if need_grads[1] else None)
+
+
+def random_choice(x: Variable, w: Variable, shape: Sequence[int] = [], replace: bool = True,
+                  seed: int = -1) -> Variable:
+    """Draw samples of ``shape`` (default one) from each population on x's last axis with
+    relative weights ``w``; the output is x.shape[:-1] + shape (+ (1,) for no shape)."""
+    return RandomChoice(shape, replace, seed)(x, w)
+
+
+class _Remap(Function):
+    """Base of random_crop, random_flip and random_shift: every output element reads one
+    input element, chosen per axis.  As nnabla, what is drawn for axis ``a`` is drawn once
+    for each index of the output axes before min(a, base_axis): per sample for the axes
+    from ``base_axis`` on, and coarser for the sample axes themselves.  The gradient of
+    each output element goes back to the element it read."""
+
+    grad_depends_on_inputs = False
+
+    def __init__(self, base_axis: int, seed: int):
+        self.base_axis = base_axis
+        self.seed = seed
+
+    def out_shape_of(self, x: Variable) -> tuple[int, ...]:
+        """Check the options against the input; the output's shape."""
+        raise NotImplementedError
+
+    def source(self, axis: int, group: tuple[int, ...], pos: np.ndarray):
+        """Host arrays (source index, valid mask or None) along ``axis``, for output positions
+        ``pos``; random values are drawn in shape ``group`` and broadcast against ``pos``."""
+        raise NotImplementedError
+
+    def setup(self, inputs):
+        (x,) = inputs
+        if x.ndim == 0:
+            raise self.error("expected an input of at least one axis, got a scalar")
+        self.base_axis = base_axis_of(self, self.base_axis, x.ndim)
+        self.seed = _check_seed(self, self.seed)
+        self.in_shape = x.shape
+        self.out_shape = self.out_shape_of(x)
+        self.rng = _generator(self.seed)
+        return [(self.out_shape, x.dtype)]
+
+    def _draw(self, axis: int, values: np.ndarray) -> np.ndarray:
+        """``values`` drawn per group of ``axis``, shaped to broadcast over the output."""
+        return values.reshape(values.shape + (1,) * (len(self.out_shape) - values.ndim))
+
+    def forward(self, xp, xs):
+        ndim = len(self.out_shape)
+        index, valid = [], None
+        for axis in range(ndim):
+            pos = np.arange(self.out_shape[axis]).reshape(
+                tuple(-1 if a == axis else 1 for a in range(ndim)))
+            src, ok = self.source(axis, self.out_shape[:min(axis, self.base_axis)], pos)
+            index.append(xp.asarray(src))
+            if ok is not None:
+                valid = ok if valid is None else valid & ok
+        self.index = tuple(index)
+        self.valid = None if valid is None else xp.asarray(valid)
+        y = xs[0][self.index]
+        if self.valid is not None:
+            y = xp.where(self.valid, y, xs[0].dtype.type(self.fill))
+        return (y,)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        gy = gys[0] if self.valid is None else gys[0] * self.valid
+        strides = np.cumprod((1,) + self.in_shape[:0:-1])[::-1]
+        flat = sum(i * int(s) for i, s in zip(self.index, strides))
+        flat = xp.broadcast_to(flat, self.out_shape).ravel()
+        size = int(np.prod(self.in_shape))
+        g = xp.bincount(flat, weights=gy.ravel(), minlength=size)
+        return (g.reshape(self.in_shape).astype(gys[0].dtype),)
+
+
+class RandomCrop(_Remap):
+    """A window of ``shape`` (over the last len(shape) axes) at a random place."""
+
+    def __init__(self, shape, base_axis, seed):
+        super().__init__(base_axis, seed)
+        self.shape = shape
+
+    def out_shape_of(self, x):
+        shape = shape_of(self, x.shape if self.shape is None else self.shape)
+        lead = x.ndim - len(shape)
+        if lead < 0 or any(s > n for s, n in zip(shape, x.shape[lead:])):
+            raise self.error(f"shape must be at most {x.ndim} sizes, each no larger than the "
+                             f"input's last axes {x.shape}, got {shape}")
+        return x.shape[:lead] + shape
+
+    def source(self, axis, group, pos):
+        room = self.in_shape[axis] - self.out_shape[axis]
+        if room == 0:
+            return pos, None
+        return self._draw(axis, self.rng.randint(0, room + 1, group)) + pos, None
+
+
+def random_crop(x: Variable, shape: Sequence[int] | None = None, base_axis: int = 1,
+                seed: int = -1) -> Variable:
+    """A random window of ``shape`` (the last axes; default: x's shape), placed anew for
+    each sample (the axes before ``base_axis``) at every forward."""
+    return RandomCrop(shape, base_axis, seed)(x)
+
+
+class RandomFlip(_Remap):
+    """Reverse each axis of ``axes`` with probability 1/2."""
+
+    def __init__(self, axes, base_axis, seed):
+        super().__init__(base_axis, seed)
+        self.axes = axes
+
+    def out_shape_of(self, x):
+        self.axes = axes_of(self, [x.ndim - 1] if self.axes is None else self.axes, x.ndim)
+        return x.shape
+
+    def source(self, axis, group, pos):
+        if axis not in self.axes:
+            return pos, None
+        flip = self._draw(axis, self.rng.random_sample(group) < 0.5)
+        return np.where(flip, self.out_shape[axis] - 1 - pos, pos), None
+
+
+def random_flip(x: Variable, axes: Sequence[int] | None = None, base_axis: int = 1,
+                seed: int = -1) -> Variable:
+    """Reverse each of ``axes`` (default: the last) with probability 1/2, drawn anew for
+    each sample (the axes before ``base_axis``) at every forward."""
+    return RandomFlip(axes, base_axis, seed)(x)
+
+
+_BORDERS = ("nearest", "reflect", "constant")
+
+
+class RandomShift(_Remap):
+    """Shift each axis by a random integer in [-shifts[a], shifts[a]]; what comes in from
+    beyond the border repeats the edge (nearest), mirrors the array (reflect) or is
+    ``constant_value`` (constant)."""
+
+    def __init__(self, shifts, border_mode, constant_value, base_axis, seed):
+        super().__init__(base_axis, seed)
+        self.shifts, self.border_mode = shifts, border_mode
+        self.fill = constant_value
+
+    def out_shape_of(self, x):
+        shifts = (0,) * x.ndim if self.shifts is None else self.shifts
+        given = tuple(shifts) if isinstance(shifts, (tuple, list)) else (shifts,)
+        if len(given) != x.ndim or not all(isinstance(s, (int, np.integer)) and s >= 0
+                                           for s in given):
+            raise self.error(f"shifts must be {x.ndim} ints >= 0, the largest shift of each axis "
+                             f"of the input {x.shape}, got {shifts!r}")
+        self.shifts = tuple(int(s) for s in given)
+        if self.border_mode not in _BORDERS:
+            raise self.error(f"border_mode must be one of {', '.join(_BORDERS)}, got "
+                             f"{self.border_mode!r}")
+        self.fill = _number(self, "constant_value", self.fill)
+        return x.shape
+
+    def source(self, axis, group, pos):
+        limit, size = self.shifts[axis], self.out_shape[axis]
+        if limit == 0:
+            return pos, None
+        src = pos - self._draw(axis, self.rng.randint(-limit, limit + 1, group))
+        if self.border_mode == "reflect":
+            period = src % (2 * size)
+            return np.where(period < size, period, 2 * size - 1 - period), None
+        clipped = np.clip(src, 0, size - 1)
+        if self.border_mode == "nearest":
+            return clipped, None
+        return clipped, (src >= 0) & (src < size)
+
+
+def random_shift(x: Variable, shifts: Sequence[int] | None = None, border_mode: str = "nearest",
+                 constant_value: float = 0, base_axis: int = 1, seed: int = -1) -> Variable:
+    """Shift every axis by a random integer up to ``shifts[axis]`` either way (default: no
+    shift), drawn anew for each sample (the axes before ``base_axis``) at every forward."""
+    return RandomShift(shifts, border_mode, constant_value, base_axis, seed)(x)
+
+
+def _pair(owner: Function, name: str, value, positive: bool) -> tuple[float, float]:
+    """A (low, high) range of two numbers, low <= high (and > 0 where ``positive``)."""
+    given = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    if len(given) != 2:
+        raise owner.error(f"{name} must be two numbers (low, high), got {value!r}")
+    low, high = (_number(owner, name, v) for v in given)
+    if low > high or (positive and low <= 0):
+        raise owner.error(f"{name} must be (low, high) with {'0 < ' if positive else ''}"
+                          f"low <= high, got {value!r}")
+    return low, high
+
+
+class RandomErase(Function):
+    """Random rectangles of each image replaced by values uniform in ``replacements``.
+
+    Per sample (the axes before ``base_axis``) and per patch (``n``; per channel too
+    unless ``share``), with probability ``prob``: an area uniform in ``area_ratios`` of
+    the image and an aspect ratio uniform in ``aspect_ratios`` give the integer height
+    int(sqrt(area * ratio)) and width int(sqrt(area / ratio)); the top-left corner is a
+    uniform integer position, and the rows and columns from it up to and including
+    corner + height and corner + width (clipped to the image) are replaced, the geometry
+    nnabla 1.39 produces."""
+
+    grad_depends_on_inputs = False
+
+    def __init__(self, prob, area_ratios, aspect_ratios, replacements, n, share, base_axis,
+                 seed, channel_last, ste_fine_grained):
+        self.prob, self.n = prob, n
+        self.area_ratios, self.aspect_ratios = area_ratios, aspect_ratios
+        self.replacements = replacements
+        self.share, self.channel_last = bool(share), bool(channel_last)
+        self.ste_fine_grained = bool(ste_fine_grained)
+        self.base_axis, self.seed = base_axis, seed
+
+    def setup(self, inputs):
+        (x,) = inputs
+        self.base_axis = base_axis_of(self, self.base_axis, max(x.ndim, 1))
+        if x.ndim - self.base_axis != 3:
+            layout = "(H, W, C)" if self.channel_last else "(C, H, W)"
+            raise self.error(f"expected images {layout} after the sample axes: 3 axes from "
+                             f"base_axis={self.base_axis} on, got shape {x.shape}; set base_axis "
+                             "to the number of sample axes")
+        self.prob = _number(self, "prob", self.prob)
+        if not 0 <= self.prob <= 1:
+            raise self.error(f"prob must be in [0, 1], got {self.prob}")
+        self.n = _number(self, "n", 1 if self.n is None else self.n, integer=True)
+        if self.n < 1:
+            raise self.error(f"n, the most patches per image, must be >= 1, got {self.n}")
+        self.area_ratios = _pair(self, "area_ratios", self.area_ratios, positive=True)
+        self.aspect_ratios = _pair(self, "aspect_ratios", self.aspect_ratios, positive=True)
+        self.replacements = _pair(self, "replacements", self.replacements, positive=False)
+        self.seed = _check_seed(self, self.seed)
+        self.rng = _generator(self.seed)
+        return [(x.shape, x.dtype)]
+
+    def _mask(self, samples: int, channels: int, h: int, w: int) -> np.ndarray:
+        """Where to erase, (samples, channels or 1, h, w), drawn on the host."""
+        boxes = (samples, channels if not self.share else 1, self.n, 1, 1)
+        erase = self.rng.random_sample(boxes) < self.prob
+        area = self.rng.uniform(*self.area_ratios, boxes) * (h * w)
+        ratio = self.rng.uniform(*self.aspect_ratios, boxes)
+        height = np.sqrt(area * ratio).astype(np.int64)
+        width = np.sqrt(area / ratio).astype(np.int64)
+        top = (self.rng.random_sample(boxes) * (np.maximum(h - height, 0) + 1)).astype(np.int64)
+        left = (self.rng.random_sample(boxes) * (np.maximum(w - width, 0) + 1)).astype(np.int64)
+        rows = np.arange(h).reshape(h, 1)
+        cols = np.arange(w).reshape(1, w)
+        inside = ((rows >= top) & (rows <= top + height) & (cols >= left)
+                  & (cols <= left + width))
+        return (erase & inside).any(axis=2)
+
+    def forward(self, xp, xs):
+        x = xs[0]
+        images = x.shape[self.base_axis:]
+        if self.channel_last:
+            (h, w, channels) = images
+        else:
+            (channels, h, w) = images
+        samples = int(np.prod(x.shape[:self.base_axis]))
+        mask = self._mask(samples, channels, h, w)
+        if self.channel_last:
+            mask = mask.transpose(0, 2, 3, 1)
+        mask = mask.reshape(x.shape[:self.base_axis] + mask.shape[1:])
+        values = self.rng.uniform(*self.replacements, x.shape)
+        self.mask = xp.asarray(mask)
+        return (xp.where(self.mask, xp.asarray(values).astype(x.dtype), x),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        if not self.ste_fine_grained:
+            return (gys[0],)
+        return (gys[0] * ~self.mask,)
+
+
+def random_erase(x: Variable, prob: float = 0.5, area_ratios: Sequence[float] = (0.02, 0.4),
+                 aspect_ratios: Sequence[float] = (0.3, 3.3333),
+                 replacements: Sequence[float] = (0.0, 255.0), n: int | None = None,
+                 share: bool = True, inplace: bool = False, base_axis: int = 1, seed: int = -1,
+                 channel_last: bool = False, ste_fine_grained: bool = True) -> Variable:
+    """Random erasing of images (C, H, W), or (H, W, C) with ``channel_last``, after the
+    sample axes: up to ``n`` (default 1) patches per image filled with uniform values.
+    The gradient skips the erased pixels (passes everywhere without ``ste_fine_grained``);
+    ``inplace`` is ignored, as in nnabla: the output never shares the input's memory."""
+    return RandomErase(prob, area_ratios, aspect_ratios, replacements, n, share, base_axis,
+                       seed, channel_last, ste_fine_grained)(x)
