@@ -229,6 +229,15 @@ def test_layers_come_from_h_as_in_nnabla():
     assert nn.get_parameters()["lstm/weight"].shape == (1, 1, 4, H, 2 * H)
 
 
+def test_num_layers_disagreeing_with_h_is_refused():
+    x, h = nn.Variable((T, B, I)), nn.Variable((1, 1, B, H))
+    with pytest.raises(DpnbError, match=r"PF.rnn: num_layers=2 but h has 1 layer\(s\) "
+                                        r"\(shape \(1, 1, 2, 2\)\)"):
+        PF.rnn(x, h, num_layers=2)
+    _, h_n = PF.gru(x, nn.Variable((2, 1, B, H)), num_layers=2)
+    assert h_n.shape == (2, 1, B, H)
+
+
 def test_without_bias_and_fixed(rng):
     x, h = var(rng, T, B, I), var(rng, 1, 1, B, H)
     PF.gru(x, h, with_bias=False, fix_parameters=True, name="g")

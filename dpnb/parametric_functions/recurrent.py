@@ -29,13 +29,20 @@ def _default_weight(shape: tuple, inputs: int, rng) -> np.ndarray:
     return np.concatenate((ih, hh), axis=-1)
 
 
-def _sizes(fn_name: str, x, h, bidirectional: bool) -> tuple[int, int, int, int]:
-    """(input size, hidden size, layers, directions); nnabla takes the layers from h."""
+def _sizes(fn_name: str, x, h, num_layers: int,
+           bidirectional: bool) -> tuple[int, int, int, int]:
+    """(input size, hidden size, layers, directions).  nnabla takes the layers from h
+    and does not read ``num_layers``; dpnb refuses a ``num_layers`` other than the
+    default that disagrees with h."""
     check_input(fn_name, x, 3)
     if not isinstance(h, Variable) or h.ndim != 4:
         raise DpnbError(f"PF.{fn_name} expects h as an nn.Variable of shape "
                         f"(num_layers, D, B, H), got "
                         f"{h.shape if isinstance(h, Variable) else type(h).__name__}")
+    if num_layers != 1 and num_layers != h.shape[0]:
+        raise DpnbError(f"PF.{fn_name}: num_layers={num_layers!r} but h has {h.shape[0]} "
+                        f"layer(s) (shape {h.shape}); the layers are h's first axis, so give h "
+                        "one state per layer, or leave num_layers out")
     return x.shape[2], h.shape[3], h.shape[0], 2 if bidirectional else 1
 
 
@@ -58,9 +65,9 @@ def _reused_or_made(fn_name: str, name: str, shape: tuple, init: Init, default: 
 
 
 def _gated_parameters(fn_name: str, gates: int, bias_gates: int, x, h, w0_init, w_init, b_init,
-                      bidirectional, rng, with_bias, fix_parameters) -> tuple:
+                      num_layers, bidirectional, rng, with_bias, fix_parameters) -> tuple:
     """weight_l0, weight (None for one layer) and bias (None without) of lstm or gru."""
-    inputs, hidden, layers, d = _sizes(fn_name, x, h, bidirectional)
+    inputs, hidden, layers, d = _sizes(fn_name, x, h, num_layers, bidirectional)
     w0_shape = (d, gates, hidden, inputs + hidden)
     w0 = _reused_or_made(fn_name, "weight_l0", w0_shape, w0_init,
                          lambda: _default_weight(w0_shape, inputs, rng), fix_parameters)
@@ -82,9 +89,9 @@ def rnn(x: Variable, h: Variable, w0_init: Init = None, w_init: Init = None, b_i
         fix_parameters: bool = False, name: str | None = None) -> tuple[Variable, Variable]:
     """Elman RNN layer owning ``rnn/weight_l0`` (D, H, I + H), ``rnn/weight``
     (L-1, D, H, D * H + H; two layers or more) and ``rnn/bias`` (L, D, H).  As in
-    nnabla, the number of layers is h's first axis (``num_layers`` is not read)."""
+    nnabla, the number of layers is h's first axis."""
     with scope(name, "rnn"):
-        inputs, hidden, layers, d = _sizes("rnn", x, h, bidirectional)
+        inputs, hidden, layers, d = _sizes("rnn", x, h, num_layers, bidirectional)
         # nnabla draws both default weights before looking the parameters up.
         if w0_init is None:
             w0_init = _default_weight((d, hidden, inputs + hidden), inputs, rng)
@@ -113,7 +120,8 @@ def lstm(x: Variable, h: Variable, c: Variable, w0_init: Init = None, w_init: In
     is h's first axis, as in nnabla."""
     with scope(name, "lstm"):
         w0, w, b, layers = _gated_parameters("lstm", 4, 4, x, h, w0_init, w_init, b_init,
-                                             bidirectional, rng, with_bias, fix_parameters)
+                                             num_layers, bidirectional, rng, with_bias,
+                                             fix_parameters)
         return F.lstm(x, h, c, weight_l0=w0, weight=w, bias=b, num_layers=layers,
                       dropout=dropout, bidirectional=bidirectional, training=training)
 
@@ -127,7 +135,8 @@ def gru(x: Variable, h: Variable, w0_init: Init = None, w_init: Init = None, b_i
     h's first axis, as in nnabla."""
     with scope(name, "gru"):
         w0, w, b, layers = _gated_parameters("gru", 3, 4, x, h, w0_init, w_init, b_init,
-                                             bidirectional, rng, with_bias, fix_parameters)
+                                             num_layers, bidirectional, rng, with_bias,
+                                             fix_parameters)
         return F.gru(x, h, weight_l0=w0, weight=w, bias=b, num_layers=layers, dropout=dropout,
                      bidirectional=bidirectional, training=training)
 
