@@ -233,7 +233,8 @@ class Solver:
         step = CPU_SLICE if xp is np else max(run.size, 1)
         rs = _RunState(run, names, xp, state, t, xp.empty(run.size, data.dtype),
                        xp.asarray(np.asarray(run.offsets, dtype=np.intp)),
-                       tuple(v.size for v in run.variables), _parts(run.offsets, run.size, xp, step),
+                       tuple(v.size for v in run.variables),
+                       _parts(run.offsets, run.size, xp, step),
                        xp.empty(run.size, data.dtype) if self._spare_scratch else None)
         for name, stretch in rs.slices():
             for key, array in (kept[name][0].items() if name in kept else ()):

@@ -60,8 +60,9 @@ def assert_states(solver: S.Solver, case: dict) -> None:
     assert {k: s.t for k, s in states.items()} == case["t"]
     for key, state in states.items():
         for name, value in state.pstate.items():
-            np.testing.assert_allclose(to_module(value.d, np), RECORD[f"{case['name']}/state/{key}/{name}"],
-                                       rtol=RTOL, atol=ATOL, err_msg=f"{key}/{name}")
+            want = RECORD[f"{case['name']}/state/{key}/{name}"]
+            np.testing.assert_allclose(to_module(value.d, np), want, rtol=RTOL, atol=ATOL,
+                                       err_msg=f"{key}/{name}")
 
 
 @pytest.mark.parametrize("cpu_slice", [S.CPU_SLICE, 5], ids=["one-slice", "slices-of-5"])

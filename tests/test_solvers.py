@@ -140,7 +140,8 @@ def bounds(h, t):
 def ref_adabound(h, w, g, s, t):
     adam_moments(h, g, s, "mean", "var")
     low, high = bounds(h, t)
-    return w - np.clip(corrected_alpha(h, t) / (np.sqrt(s["var"]) + h["eps"]), low, high) * s["mean"]
+    rate = np.clip(corrected_alpha(h, t) / (np.sqrt(s["var"]) + h["eps"]), low, high)
+    return w - rate * s["mean"]
 
 
 def ref_amsbound(h, w, g, s, t):
@@ -172,7 +173,8 @@ def ref_adabelief(h, w, g, s, t):
     rho = rho_inf - 2 * t * beta2 ** t / (1 - beta2 ** t)
     if rho <= 4:
         return w - h["alpha"] * s["mean"]
-    return w - step * np.sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho))
+    rectified = (rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho)
+    return w - step * np.sqrt(rectified)
 
 
 def ref_lamb(h, w, g, s, t):
@@ -812,8 +814,8 @@ def test_flags_are_kept_as_bools():
 
 
 @pytest.mark.parametrize("make, match", [
-    (lambda: S.AMSGRAD(bias_correction="yes"), "AMSGRAD expects bias_correction to be True or "
-                                               "False, got 'yes'"),
+    (lambda: S.AMSGRAD(bias_correction="yes"),
+     "AMSGRAD expects bias_correction to be True or False, got 'yes'"),
     (lambda: S.AdaBelief(amsgrad=1), "AdaBelief expects amsgrad to be True or False, got 1"),
     (lambda: S.Lars(lr="0.1"), r"Lars expects lr to be a number, got '0.1' \(str\)"),
     (lambda: S.Lion(beta1=None), "Lion expects beta1 to be a number, got None"),
@@ -839,7 +841,7 @@ def test_set_states_with_wrong_shapes_names_them(rng, name):
     solver = getattr(S, name)()
     solver.set_parameters(params)
     states = solver.get_states()
-    key = sorted(states["a/b"].pstate)[0]
+    key = min(states["a/b"].pstate)
     states["a/b"].pstate[key] = nn.Variable.from_numpy_array(np.zeros((2, 2)))
     with pytest.raises(DpnbError, match=rf"state a/b/{key} has shape \(2, 2\), but parameter "
                                         r"'a/b' has shape \(4,\)"):
