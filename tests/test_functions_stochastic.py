@@ -681,3 +681,44 @@ def test_random_erase_options():
 def test_random_erase_errors(options, message):
     with pytest.raises(DpnbError, match=message):
         F.random_erase(nn.Variable((2, 3, 4, 4)), **options)
+
+
+GPU_RANDOM = {
+    "rand": lambda x: F.rand(-1, 2, shape=(3, 4), seed=3),
+    "randn": lambda x: F.randn(shape=(3, 4), seed=3),
+    "randint": lambda x: F.randint(0, 9, shape=(3, 4), seed=3),
+    "rand_binomial": lambda x: F.rand_binomial(4, 0.3, shape=(3, 4), seed=3),
+    "rand_beta": lambda x: F.rand_beta(shape=(3, 4), seed=3),
+    "rand_gamma": lambda x: F.rand_gamma(shape=(3, 4), seed=3),
+    "random_choice": lambda x: F.random_choice(x, F.abs(x) + 0.1, shape=(5,), seed=3),
+    "random_choice no replacement": lambda x: F.random_choice(x, F.abs(x) + 0.1, shape=(4,),
+                                                              replace=False, seed=3),
+    "random_crop": lambda x: F.random_crop(x, shape=(3, 3), seed=3),
+    "random_flip": lambda x: F.random_flip(x, axes=(2, 3), seed=3),
+    "random_shift": lambda x: F.random_shift(x, shifts=(0, 1, 2, 2), border_mode="reflect", seed=3),
+    "random_shift constant": lambda x: F.random_shift(x, shifts=(0, 0, 2, 2), border_mode="constant",
+                                                      constant_value=0.5, seed=3),
+    "random_erase": lambda x: F.random_erase(x, prob=0.8, n=2, share=False, seed=3),
+    "random_erase channel_last": lambda x: F.random_erase(x, prob=0.8, channel_last=True, seed=3),
+}
+
+
+@requires_gpu
+@pytest.mark.parametrize("name", GPU_RANDOM)
+def test_random_functions_on_gpu_match_cpu_with_the_same_seed(name, rng):
+    a = rng.rand(3, 4, 5, 6).astype(np.float32)
+    results = []
+    for ctx in (nn.Context(), get_extension_context("cudnn")):
+        with nn.context_scope(ctx):
+            x = nn.Variable.from_numpy_array(a, need_grad=True)
+            y = GPU_RANDOM[name](x)
+            y.forward()
+            arrays = [to_module(y.d, np)]
+            if y.need_grad:
+                x.g = 0
+                y.backward(np.arange(y.size, dtype=np.float32).reshape(y.shape))
+                arrays.append(to_module(x.g, np))
+            results.append(arrays)
+    assert len(results[0]) == len(results[1])
+    for cpu, gpu in zip(*results):
+        np.testing.assert_allclose(gpu, cpu, rtol=1e-6, atol=1e-6)
