@@ -13,8 +13,8 @@ from .math import add2
 
 __all__ = ["batch_normalization", "fused_batch_normalization", "group_normalization",
            "instance_normalization", "layer_normalization", "mean_subtraction",
-           "norm_normalization", "spectral_norm", "sync_batch_normalization", "tensor_normalization",
-           "weight_normalization", "weight_standardization"]
+           "norm_normalization", "spectral_norm", "sync_batch_normalization",
+           "tensor_normalization", "weight_normalization", "weight_standardization"]
 
 _ROLES = ("beta", "gamma", "mean", "variance")
 
@@ -343,7 +343,8 @@ class Standardization(Function):
             y *= params["gamma"]
         if "beta" in params:
             y += params["beta"]
-        return (y, mean, var) if self.output_stat else (y,)
+        # The mean handed out is a copy: backward needs this one intact.
+        return (y, mean.copy(), var) if self.output_stat else (y,)
 
     def backward(self, xp, xs, ys, gys, need_grads):
         x, params = xs[0], dict(zip(self.roles, xs[1:]))
@@ -734,7 +735,8 @@ class SpectralNorm(Function):
 
 
 def spectral_norm(w: Variable, u: Variable, dim: int = 0, itr: int = 1, eps: float = 1e-12,
-                  test: bool = False, output_u: bool = False) -> Variable | tuple[Variable, Variable]:
+                  test: bool = False, output_u: bool = False
+                  ) -> Variable | tuple[Variable, Variable]:
     """Spectral normalization: ``w`` divided by its largest singular value, estimated by
     ``itr`` power-iteration steps from ``u`` (updated in place unless ``test``).  With
     ``output_u`` also returns u as it was before this forward."""

@@ -20,41 +20,45 @@ __all__ = ["batch_normalization", "fused_batch_normalization", "group_normalizat
            "spectral_norm", "sync_batch_normalization", "weight_normalization"]
 
 
-def _bn_parameters(fn_name: str, inp: Variable, axes: list[int], fix_parameters: bool,
-                   param_init: dict | None, no_scale: bool, no_bias: bool) -> tuple:
-    """Batch normalization's ``beta``, ``gamma`` (None where dropped) and running ``mean``
-    and ``var`` (kept outside the trainable storage: they get no gradient)."""
-    shape = tuple(s if i in axes else 1 for i, s in enumerate(inp.shape))
-    init = {"beta": ConstantInitializer(0), "gamma": ConstantInitializer(1),
-            "mean": ConstantInitializer(0), "var": ConstantInitializer(1)}
-    unknown = set(param_init or {}) - set(init)
+def _initializers(fn_name: str, param_init: dict | None, defaults: dict) -> dict:
+    """``defaults`` overridden by ``param_init``, whose keys must be among them."""
+    unknown = set(param_init or {}) - set(defaults)
     if unknown:
-        raise DpnbError(f"PF.{fn_name}: param_init keys must be among {sorted(init)}, "
+        raise DpnbError(f"PF.{fn_name}: param_init keys must be among {sorted(defaults)}, "
                         f"got {sorted(unknown)}")
-    init.update(param_init or {})
-    beta = None if no_bias else get_parameter_or_create("beta", shape, init["beta"], True,
-                                                        not fix_parameters)
-    gamma = None if no_scale else get_parameter_or_create("gamma", shape, init["gamma"], True,
-                                                          not fix_parameters)
-    mean = get_parameter_or_create("mean", shape, init["mean"], False)
-    var = get_parameter_or_create("var", shape, init["var"], False)
-    return beta, gamma, mean, var
+    return {**defaults, **(param_init or {})}
 
 
-def _beta_gamma(fn_name: str, shape: tuple, fix_parameters: bool, param_init: dict | None,
-                no_scale: bool, no_bias: bool) -> tuple:
-    """The ``beta`` (zeros) and ``gamma`` (ones) of shape ``shape``, None where dropped."""
-    init = {"beta": ConstantInitializer(0), "gamma": ConstantInitializer(1)}
-    unknown = set(param_init or {}) - set(init)
-    if unknown:
-        raise DpnbError(f"PF.{fn_name}: param_init keys must be among {sorted(init)}, "
-                        f"got {sorted(unknown)}")
-    init.update(param_init or {})
+def _beta_gamma(init: dict, shape: tuple, fix_parameters: bool, no_scale: bool,
+                no_bias: bool) -> tuple:
+    """The trainable ``beta`` and ``gamma`` of shape ``shape``, None where dropped."""
     beta = None if no_bias else get_parameter_or_create("beta", shape, init["beta"], True,
                                                         not fix_parameters)
     gamma = None if no_scale else get_parameter_or_create("gamma", shape, init["gamma"], True,
                                                           not fix_parameters)
     return beta, gamma
+
+
+def _affine_parameters(fn_name: str, shape: tuple, fix_parameters: bool,
+                       param_init: dict | None, no_scale: bool, no_bias: bool) -> tuple:
+    """A standardization's ``beta`` (zeros) and ``gamma`` (ones), None where dropped."""
+    init = _initializers(fn_name, param_init, {"beta": ConstantInitializer(0),
+                                               "gamma": ConstantInitializer(1)})
+    return _beta_gamma(init, shape, fix_parameters, no_scale, no_bias)
+
+
+def _bn_parameters(fn_name: str, inp: Variable, axes: list[int], fix_parameters: bool,
+                   param_init: dict | None, no_scale: bool, no_bias: bool) -> tuple:
+    """Batch normalization's ``beta``, ``gamma`` (None where dropped) and running ``mean``
+    and ``var`` (kept outside the trainable storage: they get no gradient)."""
+    shape = tuple(s if i in axes else 1 for i, s in enumerate(inp.shape))
+    init = _initializers(fn_name, param_init, {
+        "beta": ConstantInitializer(0), "gamma": ConstantInitializer(1),
+        "mean": ConstantInitializer(0), "var": ConstantInitializer(1)})
+    beta, gamma = _beta_gamma(init, shape, fix_parameters, no_scale, no_bias)
+    mean = get_parameter_or_create("mean", shape, init["mean"], False)
+    var = get_parameter_or_create("var", shape, init["var"], False)
+    return beta, gamma, mean, var
 
 
 def batch_normalization(inp: Variable, axes: int | Sequence[int] = [1], decay_rate: float = 0.9,
@@ -117,8 +121,8 @@ def layer_normalization(inp: Variable, batch_axis: int | Sequence[int] = 0, eps:
         check_input("layer_normalization", inp, 1)
         batch_axes = axes_of("PF.layer_normalization", batch_axis, inp.ndim, "batch_axis")
         shape = tuple(1 if a in batch_axes else s for a, s in enumerate(inp.shape))
-        beta, gamma = _beta_gamma("layer_normalization", shape, fix_parameters, param_init,
-                                  no_scale, no_bias)
+        beta, gamma = _affine_parameters("layer_normalization", shape, fix_parameters,
+                                         param_init, no_scale, no_bias)
         return F.layer_normalization(inp, beta, gamma, batch_axis, eps, output_stat)
 
 
@@ -138,8 +142,8 @@ def instance_normalization(inp: Variable, channel_axis: int = 1,
     with scope(name, "instance_normalization"):
         check_input("instance_normalization", inp, 1)
         shape = _per_channel("instance_normalization", inp, channel_axis)
-        beta, gamma = _beta_gamma("instance_normalization", shape, fix_parameters, param_init,
-                                  no_scale, no_bias)
+        beta, gamma = _affine_parameters("instance_normalization", shape, fix_parameters,
+                                         param_init, no_scale, no_bias)
         return F.instance_normalization(inp, beta, gamma, channel_axis, batch_axis, eps,
                                         output_stat)
 
@@ -154,8 +158,8 @@ def group_normalization(inp: Variable, num_groups: int, channel_axis: int = 1,
     with scope(name, "group_normalization"):
         check_input("group_normalization", inp, 1)
         shape = _per_channel("group_normalization", inp, channel_axis)
-        beta, gamma = _beta_gamma("group_normalization", shape, fix_parameters, param_init,
-                                  no_scale, no_bias)
+        beta, gamma = _affine_parameters("group_normalization", shape, fix_parameters,
+                                         param_init, no_scale, no_bias)
         return F.group_normalization(inp, beta, gamma, num_groups, channel_axis, batch_axis,
                                      eps, output_stat)
 
