@@ -129,6 +129,18 @@ def lstm_cell_class_states(lib, x0, h, c):
     return cell(x0), cell.c
 
 
+def distinct_sizes_case(fn, gates, bias_gates, cell):
+    """Two bidirectional layers with T, B, I, H and D all different (5, 3, 4, 6, 2), so
+    that no axis can stand in for another."""
+    t, b, i, h, d = 5, 3, 4, 6, 2
+    g = () if gates is None else (gates,)
+    bg = () if bias_gates is None else (bias_gates,)
+    arrays = (u(t, b, i), u(2, d, b, h)) + ((u(2, d, b, h),) if cell else ())
+    arrays += (u(*((d,) + g + (h, i + h))), u(*((1, d) + g + (h, d * h + h))),
+               u(*((2, d) + bg + (h,))))
+    return Case(f"F.{fn} distinct sizes", _f_build(fn, cell, 2, True, True), arrays)
+
+
 CASES = (
     f_cases("rnn", None, None, False)
     + [relu_case("", 1, False, True), relu_case(" 2 layers bidirectional", 2, True, True),
@@ -142,4 +154,6 @@ CASES = (
             fd=False),  # fixed parameters: zero gradients, unlike their finite differences
        Case("PF.LSTMCell two steps from zero", lstm_cell_class, (u(B, I), u(B, I))),
        Case("PF.LSTMCell given states", lstm_cell_class_states, (u(B, I), u(B, H), u(B, H)))]
+    + [distinct_sizes_case("rnn", None, None, False), distinct_sizes_case("lstm", 4, 4, True),
+       distinct_sizes_case("gru", 3, 4, False)]
 )
