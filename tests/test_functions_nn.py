@@ -464,3 +464,15 @@ def test_convolutions_gpu_match_cpu(rng, build, shapes):
             results.append([to_module(a, np) for a in [y.d] + [v.g for v in vs]])
     for cpu, gpu in zip(*results):
         np.testing.assert_allclose(gpu, cpu, rtol=1e-4, atol=1e-4)
+
+
+def test_caller_made_outputs_are_refused():
+    """nnabla's n_outputs / outputs hand in output variables; dpnb makes its own."""
+    x, w = nn.Variable((1, 2, 4, 4)), nn.Variable((2, 2, 3, 3))
+    for call in (lambda: F.convolution(x, w, n_outputs=1),
+                 lambda: F.deconvolution(x, w, outputs=[nn.Variable((1, 2, 6, 6))]),
+                 lambda: F.depthwise_convolution(x, nn.Variable((2, 3, 3)), n_outputs=1),
+                 lambda: F.depthwise_deconvolution(x, nn.Variable((2, 3, 3)), n_outputs=1),
+                 lambda: F.affine(x, nn.Variable((32, 3)), n_outputs=1)):
+        with pytest.raises(DpnbError, match="leave them at -1 and None"):
+            call()

@@ -319,3 +319,15 @@ def test_channel_last_and_upsampling_gpu_match_cpu(rng, build, n):
             results.append([to_module(y.d, np), to_module(xv.g, np)])
     for cpu, gpu in zip(*results):
         np.testing.assert_allclose(gpu, cpu, rtol=1e-5, atol=1e-5)
+
+
+def test_caller_made_outputs_are_refused():
+    """nnabla's n_outputs / outputs hand in output variables; dpnb makes its own."""
+    x = nn.Variable((1, 2, 4, 4))
+    for call in (lambda: F.max_pooling(x, (2, 2), outputs=[nn.Variable((1, 2, 2, 2))]),
+                 lambda: F.sum_pooling(x, (2, 2), n_outputs=1),
+                 lambda: F.unpooling(x, (2, 2), n_outputs=2),
+                 lambda: F.global_average_pooling(x, n_outputs=1),
+                 lambda: F.average_pooling(x, (2, 2), n_outputs=1)):
+        with pytest.raises(DpnbError, match="leave them at -1 and None"):
+            call()

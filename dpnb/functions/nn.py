@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..graph import Function, Variable
-from .base import base_axis_of, int_tuple, workspace
+from .base import base_axis_of, default_outputs, int_tuple, workspace
 
 __all__ = ["affine", "convolution", "deconvolution", "depthwise_convolution",
            "depthwise_deconvolution"]
@@ -55,9 +55,10 @@ class Affine(Function):
 
 
 def affine(x: Variable, weight: Variable, bias: Variable | None = None,
-           base_axis: int = 1) -> Variable:
+           base_axis: int = 1, n_outputs: int = -1, outputs=None) -> Variable:
     """Fully connected layer: the axes from ``base_axis`` on are multiplied with
     ``weight`` (shape ``(in, *out)``); output shape ``x.shape[:base_axis] + weight.shape[1:]``."""
+    default_outputs("F.affine", n_outputs, outputs)
     inputs = (x, weight) if bias is None else (x, weight, bias)
     return Affine(base_axis)(*inputs)
 
@@ -344,10 +345,11 @@ class Convolution(_Convolutional):
 def convolution(x: Variable, weight: Variable, bias: Variable | None = None, base_axis: int = 1,
                 pad: Sequence[int] | None = None, stride: Sequence[int] | None = None,
                 dilation: Sequence[int] | None = None, group: int = 1,
-                channel_last: bool = False) -> Variable:
+                channel_last: bool = False, n_outputs: int = -1, outputs=None) -> Variable:
     """N-D convolution of ``x`` (sample axes up to ``base_axis``, then C and the spatial
     axes; C last with ``channel_last``) with ``weight`` (OC, C/group, *kernel), or
     (OC, *kernel, C/group) with ``channel_last``, and an optional ``bias`` (OC,)."""
+    default_outputs("F.convolution", n_outputs, outputs)
     inputs = (x, weight) if bias is None else (x, weight, bias)
     return Convolution(base_axis, pad, stride, dilation, group, channel_last)(*inputs)
 
@@ -383,8 +385,9 @@ def depthwise_convolution(x: Variable, weight: Variable, bias: Variable | None =
                           base_axis: int = 1, pad: Sequence[int] | None = None,
                           stride: Sequence[int] | None = None,
                           dilation: Sequence[int] | None = None,
-                          multiplier: int = 1) -> Variable:
+                          multiplier: int = 1, n_outputs: int = -1, outputs=None) -> Variable:
     """Depthwise convolution: ``weight`` (C * multiplier, *kernel), ``bias`` (C * multiplier,)."""
+    default_outputs("F.depthwise_convolution", n_outputs, outputs)
     inputs = (x, weight) if bias is None else (x, weight, bias)
     return DepthwiseConvolution(base_axis, pad, stride, dilation, multiplier)(*inputs)
 
@@ -466,9 +469,11 @@ def deconvolution(x: Variable, weight: Variable, bias: Variable | None = None,
                   base_axis: int = 1, pad: Sequence[int] | None = None,
                   stride: Sequence[int] | None = None, dilation: Sequence[int] | None = None,
                   group: int = 1, channel_last: bool = False,
-                  output_padding: Sequence[int] | None = None) -> Variable:
+                  output_padding: Sequence[int] | None = None, n_outputs: int = -1,
+                  outputs=None) -> Variable:
     """N-D transposed convolution of ``x`` (C channels) with ``weight`` (C, OC/group, *kernel),
     or (C, *kernel, OC/group) with ``channel_last``, and an optional ``bias`` (OC,)."""
+    default_outputs("F.deconvolution", n_outputs, outputs)
     inputs = (x, weight) if bias is None else (x, weight, bias)
     return Deconvolution(base_axis, pad, stride, dilation, group, channel_last,
                          output_padding)(*inputs)
@@ -506,7 +511,8 @@ def depthwise_deconvolution(x: Variable, weight: Variable, bias: Variable | None
                             base_axis: int = 1, pad: Sequence[int] | None = None,
                             stride: Sequence[int] | None = None,
                             dilation: Sequence[int] | None = None,
-                            divisor: int = 1) -> Variable:
+                            divisor: int = 1, n_outputs: int = -1, outputs=None) -> Variable:
     """Depthwise deconvolution: ``weight`` (C, *kernel), ``bias`` (C / divisor,)."""
+    default_outputs("F.depthwise_deconvolution", n_outputs, outputs)
     inputs = (x, weight) if bias is None else (x, weight, bias)
     return DepthwiseDeconvolution(base_axis, pad, stride, dilation, divisor)(*inputs)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..graph import Function, Variable
-from .base import argument_error, shape_of
+from .base import argument_error, default_outputs, shape_of
 
 __all__ = ["max_pooling", "average_pooling", "sum_pooling", "unpooling", "global_average_pooling",
            "interpolate"]
@@ -165,9 +165,10 @@ class MaxPooling(Function):
 
 def max_pooling(x: Variable, kernel: Sequence[int], stride: Sequence[int] | None = None,
                 ignore_border: bool = True, pad: Sequence[int] | None = None,
-                channel_last: bool = False) -> Variable:
+                channel_last: bool = False, n_outputs: int = -1, outputs=None) -> Variable:
     """Maximum over windows of the last ``len(kernel)`` axes (those before the channel axis
     with ``channel_last``); stride defaults to the kernel."""
+    default_outputs("F.max_pooling", n_outputs, outputs)
     return MaxPooling(kernel, stride, ignore_border, pad, channel_last)(x)
 
 
@@ -225,9 +226,11 @@ class AveragePooling(_WindowSum):
 
 def average_pooling(x: Variable, kernel: Sequence[int], stride: Sequence[int] | None = None,
                     ignore_border: bool = True, pad: Sequence[int] | None = None,
-                    channel_last: bool = False, including_pad: bool = True) -> Variable:
+                    channel_last: bool = False, including_pad: bool = True, n_outputs: int = -1,
+                    outputs=None) -> Variable:
     """Mean over windows of the last ``len(kernel)`` axes (those before the channel axis
     with ``channel_last``); stride defaults to the kernel."""
+    default_outputs("F.average_pooling", n_outputs, outputs)
     return AveragePooling(kernel, stride, ignore_border, pad, channel_last, including_pad)(x)
 
 
@@ -245,9 +248,10 @@ class SumPooling(_WindowSum):
 
 def sum_pooling(x: Variable, kernel: Sequence[int], stride: Sequence[int] | None = None,
                 ignore_border: bool = True, pad: Sequence[int] | None = None,
-                channel_last: bool = False) -> Variable:
+                channel_last: bool = False, n_outputs: int = -1, outputs=None) -> Variable:
     """Sum over windows of the last ``len(kernel)`` axes (those before the channel axis
     with ``channel_last``); stride defaults to the kernel."""
+    default_outputs("F.sum_pooling", n_outputs, outputs)
     return SumPooling(kernel, stride, ignore_border, pad, channel_last)(x)
 
 
@@ -295,8 +299,10 @@ class Unpooling(Function):
         return (_from_first(xp, gx, n, self.channel_last),)
 
 
-def unpooling(x: Variable, kernel: Sequence[int], channel_last: bool = False) -> Variable:
+def unpooling(x: Variable, kernel: Sequence[int], channel_last: bool = False,
+              n_outputs: int = -1, outputs=None) -> Variable:
     """Upsampling by repetition: each element becomes a block of shape ``kernel``."""
+    default_outputs("F.unpooling", n_outputs, outputs)
     return Unpooling(kernel, channel_last)(x)
 
 
@@ -325,8 +331,9 @@ class GlobalAveragePooling(Function):
         return (gx.reshape(self.x_shape),)
 
 
-def global_average_pooling(x: Variable) -> Variable:
+def global_average_pooling(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """Average of each channel over its whole map: (B, C[, H[, W]]) -> (B, C, 1, 1)."""
+    default_outputs("F.global_average_pooling", n_outputs, outputs)
     return GlobalAveragePooling()(x)
 
 
