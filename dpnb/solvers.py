@@ -8,7 +8,8 @@ vectorised operations instead of a Python loop over parameters.  States
 (momentum, Adam's moments) are flat arrays laid out like their run, and the step
 count ``t`` is kept per run.  Variables outside flat storage are runs of their
 own.  The run's arrays are fetched at every call, because flat storage moves
-when it grows."""
+when it grows.  Rules that need per-parameter norms (Lamb, Lars) sum squares per
+parameter with ``reduceat`` over each slice of the run, never a loop per parameter."""
 from __future__ import annotations
 
 import bisect
@@ -110,8 +111,11 @@ class _RunState:
 
 class Solver:
     """Parameter registration, per-run states, and the gradient operations shared by
-    all update rules.  A subclass names its states in ``_state_names`` and
-    implements ``_update_run`` on the flat arrays of one run."""
+    all update rules.  A subclass names its states in ``_state_names`` and its
+    boolean options in ``_flags``, and implements ``_update_run`` on the flat arrays
+    of one slice of a run (or ``_update_run_state`` for a whole run, where the rule
+    needs per-parameter reductions).  ``_fused_decay`` solvers keep the rate that
+    ``weight_decay`` sets for the next update (else ``_default_decay``'s value, or 0)."""
 
     _state_names: tuple[str, ...] = ()
     _lr_name = "lr"
