@@ -577,16 +577,16 @@ def test_random_shift_every_axis_and_defaults(rng):
 
 
 @pytest.mark.parametrize("fn, options, message", [
-    (F.random_crop, dict(shape=(3, 9)), r"RandomCrop: shape must be at most 3 sizes, each no larger "
-                                        r"than the input's last axes \(2, 4, 5\), got \(3, 9\)"),
+    (F.random_crop, dict(shape=(3, 9)), (r"RandomCrop: shape must be at most 3 sizes, each no larger "
+                                        r"than the input's last axes \(2, 4, 5\), got \(3, 9\)")),
     (F.random_crop, dict(shape=(1, 2, 4, 5)), r"RandomCrop: shape must be at most 3 sizes"),
     (F.random_crop, dict(base_axis=3), r"RandomCrop: base_axis must lie in \[-3, 3\)"),
     (F.random_flip, dict(axes=(3,)), r"RandomFlip: axes must be an int in \[-3, 3\)"),
     (F.random_flip, dict(axes=(1, 1)), r"RandomFlip: axes \(1, 1\) names an axis more than once"),
     (F.random_shift, dict(shifts=(1, 2)), r"RandomShift: shifts must be 3 ints >= 0"),
     (F.random_shift, dict(shifts=(0, -1, 1)), r"RandomShift: shifts must be 3 ints >= 0"),
-    (F.random_shift, dict(border_mode="wrap"), r"RandomShift: border_mode must be one of nearest, "
-                                               r"reflect, constant, got 'wrap'"),
+    (F.random_shift, dict(border_mode="wrap"), (r"RandomShift: border_mode must be one of nearest, "
+                                               r"reflect, constant, got 'wrap'")),
     (F.random_flip, dict(seed=1.5), r"RandomFlip: seed must be an int >= 0, or -1"),
 ])
 def test_geometric_errors(fn, options, message):
@@ -675,8 +675,8 @@ def test_random_erase_options():
     (dict(aspect_ratios=(0, 1)), r"aspect_ratios must be \(low, high\) with 0 < low <= high"),
     (dict(replacements=(3, 1)), r"replacements must be \(low, high\) with low <= high"),
     (dict(n=0), r"n, the most patches per image, must be >= 1, got 0"),
-    (dict(base_axis=2), r"expected images \(C, H, W\) after the sample axes: 3 axes from "
-                        r"base_axis=2 on, got shape \(2, 3, 4, 4\)"),
+    (dict(base_axis=2), (r"expected images \(C, H, W\) after the sample axes: 3 axes from "
+                        r"base_axis=2 on, got shape \(2, 3, 4, 4\)")),
 ])
 def test_random_erase_errors(options, message):
     with pytest.raises(DpnbError, match=message):

@@ -6,8 +6,8 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import functions as F
-from ..graph import Variable
 from ..functions.base import base_axis_of
+from ..graph import Variable
 from ..initializer import ConstantInitializer
 from ..parameter import get_parameter_or_create
 from ._common import check_input, scope
