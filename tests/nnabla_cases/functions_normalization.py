@@ -21,7 +21,37 @@ VECTOR = (True, False)  # spectral norm's w has a gradient; the singular vector 
 
 
 CASES = [
+    # Batch normalization; running statistics are updated in place with batch_stat.
     Case("PF.batch_normalization", lambda lib, x: lib.PF.batch_normalization(x), (u(4, 3, 2),)),
+    Case("batch_normalization",
+         lambda lib, x, b, g, m, v: lib.F.batch_normalization(x, b, g, m, v),
+         (u(4, 3, 2), u(1, 3, 1), u(1, 3, 1), u(1, 3, 1), u(1, 3, 1, low=0.5, high=1.5)),
+         need_grad=(True, True, True, False, False)),
+    Case("batch_normalization axis 2 decay eps output_stat",
+         lambda lib, x, b, g, m, v: lib.F.batch_normalization(
+             x, b, g, m, v, axes=[2], decay_rate=0.7, eps=0.01, output_stat=True),
+         (u(2, 3, 2), u(1, 1, 2), u(1, 1, 2), u(1, 1, 2), u(1, 1, 2, low=0.5, high=1.5)),
+         need_grad=(True, True, True, False, False)),
+    # With several axes nnabla 1.39 updates copies of the running statistics, never the
+    # statistics given (dpnb updates them: test_functions_normalization.py), so none here.
+    Case("batch_normalization axes list output_stat",
+         lambda lib, x, b, g: lib.F.batch_normalization(x, b, g, None, None, axes=[0, 2],
+                                                        output_stat=True),
+         (u(2, 3, 2), u(2, 1, 2), u(2, 1, 2))),
+    Case("batch_normalization inference",
+         lambda lib, x, b, g, m, v: lib.F.batch_normalization(x, b, g, m, v, batch_stat=False),
+         (u(4, 3), u(1, 3), u(1, 3), u(1, 3), u(1, 3, low=0.5, high=1.5)),
+         need_grad=(True, True, True, False, False)),
+    Case("batch_normalization no beta gamma axes -1",
+         lambda lib, x, m, v: lib.F.batch_normalization(x, None, None, m, v, axes=[-1]),
+         (u(3, 2, 4), u(1, 1, 4), u(1, 1, 4, low=0.5, high=1.5)),
+         need_grad=(True, False, False)),
+    Case("PF.batch_normalization axes 2 no_scale output_stat name",
+         lambda lib, x: lib.PF.batch_normalization(x, axes=[2], no_scale=True, output_stat=True,
+                                                   name="b1"), (u(3, 2, 2),)),
+    Case("PF.batch_normalization inference no_bias",
+         lambda lib, x: lib.PF.batch_normalization(x, batch_stat=False, no_bias=True),
+         (u(4, 3, 2),)),
     # Layer normalization.
     Case("layer_normalization", lambda lib, x, b, g: lib.F.layer_normalization(x, b, g),
          (u(2, 3, 4), u(1, 3, 4), u(1, 3, 4))),
