@@ -125,7 +125,7 @@ class _Recurrent(Function):
             raise self.error(
                 f"h must have shape (num_layers, D, B, H) = ({L}, {D}, {B}, H) for x of shape "
                 f"{x.shape}, num_layers={L} and bidirectional={self.bidirectional}; got {h.shape}")
-        self.T, self.B, self.I, self.H = T, B, I, h.shape[3]
+        self.T, self.B, self.H = T, B, h.shape[3]
         if self.has_cell and v["c"].shape != h.shape:
             raise self.error(f"c must have the shape of h, {h.shape}; got {v['c'].shape}")
         expected = {"weight_l0": self.weight_shape((), I)}
@@ -280,7 +280,7 @@ class RNN(_Recurrent):
         T = g_steps.shape[1]
         out = hs[:, 1:]
         slope = (out > 0).astype(self.dtype) if self.nonlinearity == "relu" else 1 - out * out
-        da = xp.empty_like(g_steps)
+        da = xp.empty(g_steps.shape, self.dtype)
         dh = gh_n.copy()
         for s in reversed(range(T)):
             dh += g_steps[:, s]
