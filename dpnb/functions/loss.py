@@ -119,7 +119,8 @@ class SigmoidCrossEntropy(Function):
 
 
 def sigmoid_cross_entropy(x: Variable, target: Variable) -> Variable:
-    """Elementwise -(t log sigmoid(x) + (1 - t) log(1 - sigmoid(x)))."""
+    """Elementwise -(t log sigmoid(x) + (1 - t) log(1 - sigmoid(x))).  Targets may be
+    probabilities; nnabla 1.39 truncates them to integer labels, so the two agree on 0 and 1."""
     return SigmoidCrossEntropy()(x, target)
 
 

@@ -1,4 +1,5 @@
-"""Random functions: dropout and image augmentation.
+"""Random functions: dropout, image augmentation, samplers of distributions
+(rand, randn, ...), random_choice, and random crops, flips, shifts and erasing.
 
 Random numbers are drawn with NumPy on the host (the process-wide
 ``dpnb.random.prng`` for ``seed=-1``, else a generator of the function's own)
@@ -462,6 +463,7 @@ class _Remap(Function):
     each output element goes back to the element it read."""
 
     grad_depends_on_inputs = False
+    fill = 0.0  # the value of output positions that read no input (a constant border)
 
     def __init__(self, base_axis: int, seed: int):
         self.base_axis = base_axis
@@ -487,7 +489,7 @@ class _Remap(Function):
         self.rng = _generator(self.seed)
         return [(self.out_shape, x.dtype)]
 
-    def _draw(self, axis: int, values: np.ndarray) -> np.ndarray:
+    def _spread(self, values: np.ndarray) -> np.ndarray:
         """``values`` drawn per group of ``axis``, shaped to broadcast over the output."""
         return values.reshape(values.shape + (1,) * (len(self.out_shape) - values.ndim))
 
@@ -537,7 +539,7 @@ class RandomCrop(_Remap):
         room = self.in_shape[axis] - self.out_shape[axis]
         if room == 0:
             return pos, None
-        return self._draw(axis, self.rng.randint(0, room + 1, group)) + pos, None
+        return self._spread(self.rng.randint(0, room + 1, group)) + pos, None
 
 
 def random_crop(x: Variable, shape: Sequence[int] | None = None, base_axis: int = 1,
@@ -561,7 +563,7 @@ class RandomFlip(_Remap):
     def source(self, axis, group, pos):
         if axis not in self.axes:
             return pos, None
-        flip = self._draw(axis, self.rng.random_sample(group) < 0.5)
+        flip = self._spread(self.rng.random_sample(group) < 0.5)
         return np.where(flip, self.out_shape[axis] - 1 - pos, pos), None
 
 
@@ -603,7 +605,7 @@ class RandomShift(_Remap):
         limit, size = self.shifts[axis], self.out_shape[axis]
         if limit == 0:
             return pos, None
-        src = pos - self._draw(axis, self.rng.randint(-limit, limit + 1, group))
+        src = pos - self._spread(self.rng.randint(-limit, limit + 1, group))
         if self.border_mode == "reflect":
             period = src % (2 * size)
             return np.where(period < size, period, 2 * size - 1 - period), None
