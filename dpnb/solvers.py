@@ -39,13 +39,22 @@ __all__ = ["Solver", "SolverState", "Sgd", "Momentum", "Nesterov", "Adam", "Adam
            "Lars", "Lion", "RMSpropGraves", "SgdW"]
 
 
-@dataclasses.dataclass
 class SolverState:
-    """One parameter's state, as nnabla has it: named arrays (``pstate``, as
-    Variables) and the number of updates ``t``."""
+    """One parameter's state, as nnabla has it: named arrays ``pstate`` (Variables)
+    and the number of updates ``t``; made empty, as ``nnabla.solvers.SolverState()``."""
 
-    pstate: dict[str, Variable]
-    t: int
+    def __init__(self):
+        self.pstate: dict[str, Variable] = {}
+        self.t = 0
+
+    def __repr__(self) -> str:
+        return f"SolverState(pstate={sorted(self.pstate)}, t={self.t})"
+
+
+def _solver_state(pstate: dict[str, Variable], t: int) -> SolverState:
+    state = SolverState()
+    state.pstate, state.t = pstate, t
+    return state
 
 
 @dataclasses.dataclass
@@ -377,7 +386,8 @@ class Solver:
     def get_states(self) -> "OrderedDict[str, SolverState]":
         """Each parameter's state, copied."""
         return OrderedDict(
-            (name, SolverState({key: Variable.from_numpy_array(a) for key, a in arrays.items()}, t))
+            (name, _solver_state({key: Variable.from_numpy_array(a) for key, a in arrays.items()},
+                                 t))
             for name, arrays, t in self._host_states())
 
     def set_states(self, states: Mapping[str, SolverState]) -> None:
@@ -447,8 +457,8 @@ class Solver:
                             f"solver: {'; '.join(problems)}; load states saved by the same solver "
                             "type for the same parameters, after set_parameters")
         self.set_states(OrderedDict(
-            (name, SolverState({key: Variable.from_numpy_array(states[name][0][key])
-                                for key in self._state_names}, states[name][1]))
+            (name, _solver_state({key: Variable.from_numpy_array(states[name][0][key])
+                                  for key in self._state_names}, states[name][1]))
             for name in names))
 
 

@@ -846,3 +846,20 @@ def test_set_states_with_wrong_shapes_names_them(rng, name):
     with pytest.raises(DpnbError, match=rf"state a/b/{key} has shape \(2, 2\), but parameter "
                                         r"'a/b' has shape \(4,\)"):
         solver.set_states(states)
+
+
+def test_solver_states_are_made_empty_and_filled_as_in_nnabla(double, rng):
+    params, _ = flat_layout(rng)
+    solver = S.RMSpropGraves()
+    solver.set_parameters(params)
+    states = {}
+    for name, value in params.items():
+        state = S.SolverState()
+        assert state.pstate == {} and state.t == 0
+        state.pstate = {k: nn.Variable.from_numpy_array(np.full(value.shape, 0.5))
+                        for k in ("n", "g", "d")}
+        state.t = 3
+        states[name] = state
+    solver.set_states(states)
+    got = solver.get_states()
+    assert all(s.t == 3 and float(s.pstate["d"].d.min()) == 0.5 for s in got.values())
