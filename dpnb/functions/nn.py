@@ -213,8 +213,9 @@ class _Convolutional(Function):
 
     channel_last = False
 
-    def _layout(self, inputs, kind: str):
-        """Checks the input and options; the batch, channels, spatial size and weight."""
+    def _layout(self, inputs):
+        """Checks the input and options; the batch, channels, spatial size and the weight's
+        shape with its channel axes first."""
         x, w = inputs[0], inputs[1]
         axis = base_axis_of(self, self.base_axis, x.ndim)
         n = x.ndim - axis - 1
@@ -232,12 +233,18 @@ class _Convolutional(Function):
         self.stride = int_tuple(self, "stride", self.stride, n, 1, 1)
         self.dilation = int_tuple(self, "dilation", self.dilation, n, 1, 1)
         if w.ndim != self.filter_ndim(n):
-            raise self.error(f"weight must have shape {kind} for {n} spatial axes, got {w.shape}")
+            raise self.error(f"weight must have shape {self.filter_shape_text()} for {n} spatial "
+                             f"axes, got {w.shape}")
         self.w_shape = w.shape
         batch = int(np.prod(x.shape[:axis]))
         return batch, channels, size, self.filter_first(w.shape)
 
+    def filter_shape_text(self) -> str:
+        """The weight's shape, in words, for messages."""
+        raise NotImplementedError
+
     def filter_ndim(self, n: int) -> int:
+        """The weight's number of axes for ``n`` spatial axes."""
         return n + 2
 
     def filter_first(self, w_shape):
@@ -250,10 +257,10 @@ class _Convolutional(Function):
         if len(inputs) == 3 and inputs[2].shape != (channels,):
             raise self.error(f"bias must have shape ({channels},), got {inputs[2].shape}")
 
-    def _output(self, x_shape, channels: int, size):
-        shape = x_shape[:self.axis] + ((*size, channels) if self.channel_last
-                                       else (channels, *size))
-        return shape
+    def _output(self, x_shape, channels: int, size) -> tuple[int, ...]:
+        """The output's shape: the sample axes of ``x_shape``, then channels and ``size``."""
+        return x_shape[:self.axis] + ((*size, channels) if self.channel_last
+                                      else (channels, *size))
 
     def to_first(self, xp, a, batch: int):
         """An input-like array (samples, then channels and spatial axes) as (B, C, *spatial)."""
@@ -311,7 +318,7 @@ class Convolution(_Convolutional):
 
     def setup(self, inputs):
         x = inputs[0]
-        batch, channels, size, w_first = self._layout(inputs, self.filter_shape_text())
+        batch, channels, size, w_first = self._layout(inputs)
         group = self.set_group(channels, w_first)
         out_channels, kernel = w_first[0], w_first[2:]
         self._check_bias(inputs, out_channels)
@@ -421,7 +428,7 @@ class Deconvolution(_Convolutional):
 
     def setup(self, inputs):
         x = inputs[0]
-        batch, channels, size, w_first = self._layout(inputs, self.filter_shape_text())
+        batch, channels, size, w_first = self._layout(inputs)
         group = self.set_group(channels, w_first)
         out_channels, kernel = w_first[1] * group, w_first[2:]
         self._check_bias(inputs, out_channels)
@@ -446,8 +453,10 @@ class Deconvolution(_Convolutional):
     def forward(self, xp, xs):
         geo = self.geometry
         y = geo.input_grad(xp, self.weight(xp, xs[1]), self.to_first(xp, xs[0], geo.batch))
+        # col2im hands back the interior of its padded image: the output gets its own array.
+        y = xp.ascontiguousarray(y)
         if len(xs) == 3:
-            y = y + xs[2].reshape((-1,) + (1,) * self.spatial_ndim)
+            y += xs[2].reshape((-1,) + (1,) * self.spatial_ndim)
         return (self.from_first(xp, y, self.y_shape),)
 
     def backward(self, xp, xs, ys, gys, need_grads):
