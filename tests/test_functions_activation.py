@@ -248,3 +248,12 @@ def test_pf_prelu_rejects_bad_input():
         PF.prelu(np.zeros((2, 3)))
     with pytest.raises(DpnbError, match=r"PF.prelu: base_axis must lie in \[-2, 2\)"):
         PF.prelu(nn.Variable((2, 3)), shared=False, base_axis=2)
+
+
+@pytest.mark.parametrize("fn", [F.relu, F.gelu, F.softmax, F.prelu])
+def test_output_arguments_only_take_their_defaults(fn):
+    args = [nn.Variable((2, 3))] + ([nn.Variable(())] if fn is F.prelu else [])
+    assert fn(*args, n_outputs=-1, outputs=None).shape == (2, 3)
+    with pytest.raises(DpnbError, match=r"n_outputs and outputs hand in output variables, which dpnb "
+                                        r"makes itself; got n_outputs=1"):
+        fn(*args, n_outputs=1)

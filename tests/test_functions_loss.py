@@ -379,3 +379,10 @@ def test_gpu_matches_cpu_for_probability_losses(name, rng):
     assert len(gpu) == len(cpu)
     for g, c in zip(gpu, cpu):
         np.testing.assert_allclose(g, c, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("fn", [F.huber_loss, F.kl_multinomial, F.binary_error])
+def test_loss_output_arguments_only_take_their_defaults(fn):
+    with pytest.raises(DpnbError, match=r"n_outputs and outputs hand in output variables.*"
+                                        r"outputs=\[\]"):
+        fn(nn.Variable((2, 3)), nn.Variable((2, 3)), outputs=[])

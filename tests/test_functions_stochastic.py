@@ -722,3 +722,10 @@ def test_random_functions_on_gpu_match_cpu_with_the_same_seed(name, rng):
     assert len(results[0]) == len(results[1])
     for cpu, gpu in zip(*results):
         np.testing.assert_allclose(gpu, cpu, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("build", [lambda **kw: F.rand(**kw), lambda **kw: F.random_choice(
+    nn.Variable((3,)), nn.Variable((3,)), **kw), lambda **kw: F.random_erase(nn.Variable((1, 1, 4, 4)), **kw)])
+def test_random_output_arguments_only_take_their_defaults(build):
+    with pytest.raises(DpnbError, match=r"n_outputs and outputs hand in output variables"):
+        build(n_outputs=2)

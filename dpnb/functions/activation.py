@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import Function, Variable
-from .base import Unary, base_axis_of, one_axis, sum_to
+from .base import Unary, base_axis_of, default_outputs, one_axis, sum_to
 
 __all__ = ["relu", "elu", "leaky_relu", "tanh", "sigmoid", "softmax", "log_softmax", "relu6",
            "selu", "celu", "crelu", "gelu", "mish", "swish", "softplus", "softsign",
@@ -37,8 +37,9 @@ class ReLU(Unary):
         return (gys[0] * (ys[0] > 0),)
 
 
-def relu(x: Variable, inplace: bool = False) -> Variable:
+def relu(x: Variable, inplace: bool = False, n_outputs: int = -1, outputs=None) -> Variable:
     """Rectified linear unit."""
+    default_outputs("F.relu", n_outputs, outputs)
     return ReLU()(x)
 
 
@@ -57,8 +58,9 @@ class ELU(Unary):
         return (gy * xp.where(x > 0, 1, self.alpha * xp.exp(xp.minimum(x, 0))),)
 
 
-def elu(x: Variable, alpha: float = 1.0) -> Variable:
+def elu(x: Variable, alpha: float = 1.0, n_outputs: int = -1, outputs=None) -> Variable:
     """Exponential linear unit."""
+    default_outputs("F.elu", n_outputs, outputs)
     return ELU(alpha)(x)
 
 
@@ -77,8 +79,10 @@ class LeakyReLU(Unary):
         return (xp.where(x > 0, gy, self.alpha * gy),)
 
 
-def leaky_relu(x: Variable, alpha: float = 0.1, inplace: bool = False) -> Variable:
+def leaky_relu(x: Variable, alpha: float = 0.1, inplace: bool = False,
+               n_outputs: int = -1, outputs=None) -> Variable:
     """Leaky rectified linear unit: slope ``alpha`` below zero."""
+    default_outputs("F.leaky_relu", n_outputs, outputs)
     return LeakyReLU(alpha)(x)
 
 
@@ -96,8 +100,9 @@ class Tanh(Unary):
         return (gys[0] * (1 - y * y),)
 
 
-def tanh(x: Variable) -> Variable:
+def tanh(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """Elementwise hyperbolic tangent."""
+    default_outputs("F.tanh", n_outputs, outputs)
     return Tanh()(x)
 
 
@@ -115,8 +120,9 @@ class Sigmoid(Unary):
         return (gys[0] * y * (1 - y),)
 
 
-def sigmoid(x: Variable) -> Variable:
+def sigmoid(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """Elementwise logistic sigmoid."""
+    default_outputs("F.sigmoid", n_outputs, outputs)
     return Sigmoid()(x)
 
 
@@ -148,8 +154,9 @@ class Softmax(_AlongAxis):
         return (y * (gy - (gy * y).sum(axis=self.axis, keepdims=True)),)
 
 
-def softmax(x: Variable, axis: int | None = None) -> Variable:
+def softmax(x: Variable, axis: int | None = None, n_outputs: int = -1, outputs=None) -> Variable:
     """Softmax along ``axis`` (default: the last axis)."""
+    default_outputs("F.softmax", n_outputs, outputs)
     return Softmax(axis)(x)
 
 
@@ -167,8 +174,10 @@ class LogSoftmax(_AlongAxis):
         return (gy - xp.exp(y) * gy.sum(axis=self.axis, keepdims=True),)
 
 
-def log_softmax(x: Variable, axis: int | None = None) -> Variable:
+def log_softmax(x: Variable, axis: int | None = None,
+                n_outputs: int = -1, outputs=None) -> Variable:
     """Logarithm of the softmax along ``axis`` (default: the last axis)."""
+    default_outputs("F.log_softmax", n_outputs, outputs)
     return LogSoftmax(axis)(x)
 
 
@@ -188,8 +197,9 @@ class ReLU6(Unary):
         return (gys[0] * ((x > 0) & (x < 6)),)
 
 
-def relu6(x: Variable) -> Variable:
+def relu6(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """ReLU capped at 6."""
+    default_outputs("F.relu6", n_outputs, outputs)
     return ReLU6()(x)
 
 
@@ -209,8 +219,10 @@ class SELU(Unary):
         return (gy * slope,)
 
 
-def selu(x: Variable, scale: float = 1.05070098735548, alpha: float = 1.673263242354377) -> Variable:
+def selu(x: Variable, scale: float = 1.05070098735548, alpha: float = 1.673263242354377,
+         n_outputs: int = -1, outputs=None) -> Variable:
     """Scaled exponential linear unit (self-normalizing defaults)."""
+    default_outputs("F.selu", n_outputs, outputs)
     return SELU(scale, alpha)(x)
 
 
@@ -257,8 +269,10 @@ class CELU(_Mirrored):
         return xp.where(x > 0, 1, self.alpha * xp.exp(xp.minimum(x, 0)))
 
 
-def celu(x: Variable, alpha: float = 1.0, axis: int = 1) -> Variable:
+def celu(x: Variable, alpha: float = 1.0, axis: int = 1,
+         n_outputs: int = -1, outputs=None) -> Variable:
     """Concatenated ELU: elu(x, alpha) and elu(-x, alpha) joined along ``axis``."""
+    default_outputs("F.celu", n_outputs, outputs)
     return CELU(alpha, axis)(x)
 
 
@@ -272,8 +286,9 @@ class CReLU(_Mirrored):
         return x > 0
 
 
-def crelu(x: Variable, axis: int = 1) -> Variable:
+def crelu(x: Variable, axis: int = 1, n_outputs: int = -1, outputs=None) -> Variable:
     """Concatenated ReLU: relu(x) and relu(-x) joined along ``axis``."""
+    default_outputs("F.crelu", n_outputs, outputs)
     return CReLU(axis)(x)
 
 
@@ -294,8 +309,9 @@ class GELU(Unary):
         return (gy * ((1 + t) / 2 + x / 2 * (1 - t * t) * inner),)
 
 
-def gelu(x: Variable) -> Variable:
+def gelu(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """Gaussian error linear unit (tanh approximation, as nnabla)."""
+    default_outputs("F.gelu", n_outputs, outputs)
     return GELU()(x)
 
 
@@ -312,8 +328,9 @@ class Mish(Unary):
         return (gy * (t + x * (1 - t * t) * _sigmoid(xp, x)),)
 
 
-def mish(x: Variable) -> Variable:
+def mish(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """Mish: x * tanh(log(1 + exp(x)))."""
+    default_outputs("F.mish", n_outputs, outputs)
     return Mish()(x)
 
 
@@ -330,8 +347,9 @@ class Swish(Unary):
         return (gy * s * (1 + x * (1 - s)),)
 
 
-def swish(x: Variable) -> Variable:
+def swish(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """Swish (SiLU): x * sigmoid(x)."""
+    default_outputs("F.swish", n_outputs, outputs)
     return Swish()(x)
 
 
@@ -354,8 +372,9 @@ class Softplus(Unary):
         return (gys[0] * _sigmoid(xp, self.beta * xs[0]),)
 
 
-def softplus(x: Variable, beta: float = 1.0) -> Variable:
+def softplus(x: Variable, beta: float = 1.0, n_outputs: int = -1, outputs=None) -> Variable:
     """Smooth ReLU: log(1 + exp(beta x)) / beta."""
+    default_outputs("F.softplus", n_outputs, outputs)
     return Softplus(beta)(x)
 
 
@@ -371,8 +390,9 @@ class Softsign(Unary):
         return (gys[0] / (d * d),)
 
 
-def softsign(x: Variable) -> Variable:
+def softsign(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """Softsign: x / (1 + |x|)."""
+    default_outputs("F.softsign", n_outputs, outputs)
     return Softsign()(x)
 
 
@@ -386,8 +406,9 @@ class LogSigmoid(Unary):
         return (gys[0] * _sigmoid(xp, -xs[0]),)
 
 
-def log_sigmoid(x: Variable) -> Variable:
+def log_sigmoid(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """Logarithm of the logistic sigmoid."""
+    default_outputs("F.log_sigmoid", n_outputs, outputs)
     return LogSigmoid()(x)
 
 
@@ -402,8 +423,9 @@ class HardSigmoid(Unary):
         return (gys[0] * (xp.abs(x) < 2.5) * 0.2,)
 
 
-def hard_sigmoid(x: Variable) -> Variable:
+def hard_sigmoid(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """Piecewise-linear sigmoid: clip(0.2 x + 0.5, 0, 1)."""
+    default_outputs("F.hard_sigmoid", n_outputs, outputs)
     return HardSigmoid()(x)
 
 
@@ -417,8 +439,9 @@ class HardTanh(Unary):
         return (gys[0] * (xp.abs(xs[0]) < 1),)
 
 
-def hard_tanh(x: Variable) -> Variable:
+def hard_tanh(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """Piecewise-linear tanh: clip(x, -1, 1)."""
+    default_outputs("F.hard_tanh", n_outputs, outputs)
     return HardTanh()(x)
 
 
@@ -434,8 +457,9 @@ class TanhShrink(Unary):
         return (gys[0] * t * t,)
 
 
-def tanh_shrink(x: Variable) -> Variable:
+def tanh_shrink(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """Tanh shrink: x - tanh(x)."""
+    default_outputs("F.tanh_shrink", n_outputs, outputs)
     return TanhShrink()(x)
 
 
@@ -476,7 +500,9 @@ class PReLU(Function):
         return (gx, gw)
 
 
-def prelu(x0: Variable, x1: Variable, base_axis: int = 1) -> Variable:
+def prelu(x0: Variable, x1: Variable, base_axis: int = 1,
+          n_outputs: int = -1, outputs=None) -> Variable:
     """Parametric ReLU of ``x0`` with negative slope(s) ``x1``: one value, or one per
     channel of axis ``base_axis``."""
+    default_outputs("F.prelu", n_outputs, outputs)
     return PReLU(base_axis)(x0, x1)

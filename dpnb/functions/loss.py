@@ -5,7 +5,7 @@ import numpy as np
 
 from ..graph import Function, Variable
 from .activation import _log_softmax, _sigmoid
-from .base import Binary, base_axis_of, one_axis
+from .base import Binary, base_axis_of, default_outputs, one_axis
 
 __all__ = ["softmax_cross_entropy", "sigmoid_cross_entropy", "squared_error", "top_n_error",
            "binary_cross_entropy", "categorical_cross_entropy", "huber_loss", "absolute_error",
@@ -61,9 +61,11 @@ class SoftmaxCrossEntropy(_Labelled):
         return (gy * (p - (classes == t.astype(np.int64))), None)
 
 
-def softmax_cross_entropy(x: Variable, target: Variable, axis: int | None = None) -> Variable:
+def softmax_cross_entropy(x: Variable, target: Variable, axis: int | None = None,
+                          n_outputs: int = -1, outputs=None) -> Variable:
     """Cross entropy of softmax(x) along ``axis`` (default: the last) against
     integer labels of x's shape with size 1 on that axis; the output has that shape."""
+    default_outputs("F.softmax_cross_entropy", n_outputs, outputs)
     return SoftmaxCrossEntropy(axis)(x, target)
 
 
@@ -91,9 +93,11 @@ class TopNError(_Labelled):
         return ((rank > self.n).astype(x.dtype),)
 
 
-def top_n_error(x: Variable, target: Variable, axis: int | None = None, n: int = 1) -> Variable:
+def top_n_error(x: Variable, target: Variable, axis: int | None = None, n: int = 1,
+                n_outputs: int = -1, outputs=None) -> Variable:
     """Top-n error per sample: 1 where the label is not among the n highest scores
     along ``axis`` (default: the last), else 0; not differentiable."""
+    default_outputs("F.top_n_error", n_outputs, outputs)
     return TopNError(axis, n)(x, target)
 
 
@@ -118,9 +122,11 @@ class SigmoidCrossEntropy(Function):
         return (gy * (_sigmoid(xp, x) - t), None)
 
 
-def sigmoid_cross_entropy(x: Variable, target: Variable) -> Variable:
+def sigmoid_cross_entropy(x: Variable, target: Variable,
+                          n_outputs: int = -1, outputs=None) -> Variable:
     """Elementwise -(t log sigmoid(x) + (1 - t) log(1 - sigmoid(x))).  Targets may be
     probabilities; nnabla 1.39 truncates them to integer labels, so the two agree on 0 and 1."""
+    default_outputs("F.sigmoid_cross_entropy", n_outputs, outputs)
     return SigmoidCrossEntropy()(x, target)
 
 
@@ -136,8 +142,9 @@ class SquaredError(Binary):
         return self.reduce_grads((g, -g if need_grads[1] else None), need_grads)
 
 
-def squared_error(x0: Variable, x1: Variable) -> Variable:
+def squared_error(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """Elementwise squared difference (broadcasting)."""
+    default_outputs("F.squared_error", n_outputs, outputs)
     return SquaredError()(x0, x1)
 
 
@@ -178,8 +185,10 @@ class BinaryCrossEntropy(_SameShape):
         return (gx, gt)
 
 
-def binary_cross_entropy(x: Variable, target: Variable) -> Variable:
+def binary_cross_entropy(x: Variable, target: Variable,
+                         n_outputs: int = -1, outputs=None) -> Variable:
     """Elementwise cross entropy of probabilities ``x`` against targets in [0, 1]."""
+    default_outputs("F.binary_cross_entropy", n_outputs, outputs)
     return BinaryCrossEntropy()(x, target)
 
 
@@ -204,9 +213,11 @@ class CategoricalCrossEntropy(_Labelled):
         return ((classes == labels) * (-gy / xp.maximum(picked, _tiny(x.dtype))), None)
 
 
-def categorical_cross_entropy(x: Variable, target: Variable, axis: int | None = None) -> Variable:
+def categorical_cross_entropy(x: Variable, target: Variable, axis: int | None = None,
+                              n_outputs: int = -1, outputs=None) -> Variable:
     """Cross entropy of probabilities ``x`` along ``axis`` (default: the last) against
     integer labels of x's shape with size 1 on that axis; the output has that shape."""
+    default_outputs("F.categorical_cross_entropy", n_outputs, outputs)
     return CategoricalCrossEntropy(axis)(x, target)
 
 
@@ -233,8 +244,10 @@ class HuberLoss(Binary):
         return self.reduce_grads((g, -g if need_grads[1] else None), need_grads)
 
 
-def huber_loss(x0: Variable, x1: Variable, delta: float = 1.0) -> Variable:
+def huber_loss(x0: Variable, x1: Variable, delta: float = 1.0,
+               n_outputs: int = -1, outputs=None) -> Variable:
     """Elementwise Huber loss of x0 - x1: quadratic below ``delta``, linear above."""
+    default_outputs("F.huber_loss", n_outputs, outputs)
     return HuberLoss(delta)(x0, x1)
 
 
@@ -249,8 +262,9 @@ class AbsoluteError(Binary):
         return self.reduce_grads((g, -g if need_grads[1] else None), need_grads)
 
 
-def absolute_error(x0: Variable, x1: Variable) -> Variable:
+def absolute_error(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """Elementwise absolute difference (broadcasting)."""
+    default_outputs("F.absolute_error", n_outputs, outputs)
     return AbsoluteError()(x0, x1)
 
 
@@ -274,8 +288,10 @@ class EpsilonInsensitiveLoss(Binary):
         return self.reduce_grads((g, -g if need_grads[1] else None), need_grads)
 
 
-def epsilon_insensitive_loss(x0: Variable, x1: Variable, epsilon: float) -> Variable:
+def epsilon_insensitive_loss(x0: Variable, x1: Variable, epsilon: float,
+                             n_outputs: int = -1, outputs=None) -> Variable:
     """Elementwise |x0 - x1| less ``epsilon``, floored at zero (broadcasting)."""
+    default_outputs("F.epsilon_insensitive_loss", n_outputs, outputs)
     return EpsilonInsensitiveLoss(epsilon)(x0, x1)
 
 
@@ -314,9 +330,11 @@ class KLMultinomial(Function):
         return (gp, gq)
 
 
-def kl_multinomial(p: Variable, q: Variable, base_axis: int = 1) -> Variable:
+def kl_multinomial(p: Variable, q: Variable, base_axis: int = 1,
+                   n_outputs: int = -1, outputs=None) -> Variable:
     """KL divergence of multinomial distributions ``p`` from ``q`` over the axes from
     ``base_axis`` on; the output has shape p.shape[:base_axis] + (1,)."""
+    default_outputs("F.kl_multinomial", n_outputs, outputs)
     return KLMultinomial(base_axis)(p, q)
 
 
@@ -331,6 +349,7 @@ class BinaryError(_SameShape):
         return (((x >= 0.5) != (t >= 0.5)).astype(x.dtype),)
 
 
-def binary_error(x: Variable, target: Variable) -> Variable:
+def binary_error(x: Variable, target: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """Elementwise 0/1 error of probabilities ``x`` thresholded at 0.5 against the target."""
+    default_outputs("F.binary_error", n_outputs, outputs)
     return BinaryError()(x, target)

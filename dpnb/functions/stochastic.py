@@ -13,7 +13,7 @@ import numpy as np
 from .. import random as _random
 from ..context import to_module
 from ..graph import Function, Variable
-from .base import axes_of, base_axis_of, shape_of
+from .base import axes_of, base_axis_of, default_outputs, shape_of
 
 __all__ = ["dropout", "image_augmentation", "rand", "randn", "randint", "rand_binomial", "rand_beta",
            "rand_gamma", "random_choice", "random_crop", "random_flip", "random_shift",
@@ -56,8 +56,10 @@ class Dropout(Function):
         return (gx,)
 
 
-def dropout(x: Variable, p: float = 0.5, seed: int = -1) -> Variable:
+def dropout(x: Variable, p: float = 0.5, seed: int = -1,
+            n_outputs: int = -1, outputs=None) -> Variable:
     """Randomly zero elements with probability ``p`` (a new mask at every forward)."""
+    default_outputs("F.dropout", n_outputs, outputs)
     return Dropout(p, seed)(x)
 
 
@@ -196,7 +198,8 @@ def image_augmentation(x: Variable, shape: Sequence[int] | None = None,
                        distortion: float = 0.0, flip_lr: bool = False, flip_ud: bool = False,
                        brightness: float = 0.0, brightness_each: bool = False,
                        contrast: float = 1.0, contrast_center: float = 0.0,
-                       contrast_each: bool = False, noise: float = 0.0, seed: int = -1) -> Variable:
+                       contrast_each: bool = False, noise: float = 0.0, seed: int = -1,
+                       n_outputs: int = -1, outputs=None) -> Variable:
     """Random data augmentation of images (..., C, H, W), new parameters at every forward.
 
     ``shape``: output (..., H, W), a random crop of the input padded by ``pad``;
@@ -204,6 +207,7 @@ def image_augmentation(x: Variable, shape: Sequence[int] | None = None,
     radians; flips with probability 0.5; brightness uniform in [-brightness, brightness]
     added, then contrast log-uniform in [1/contrast, contrast] applied around
     ``contrast_center``; Gaussian noise with a standard deviation uniform in [0, noise]."""
+    default_outputs("F.image_augmentation", n_outputs, outputs)
     return ImageAugmentation(shape, pad, min_scale, max_scale, angle, aspect_ratio, distortion,
                              flip_lr, flip_ud, brightness, brightness_each, contrast,
                              contrast_center, contrast_each, noise, seed)(x)
@@ -271,8 +275,10 @@ class Rand(_Sampler):
         return np.minimum(values, below)
 
 
-def rand(low: float = 0, high: float = 1, shape: Sequence[int] = [], seed: int = -1) -> Variable:
+def rand(low: float = 0, high: float = 1, shape: Sequence[int] = [], seed: int = -1,
+         n_outputs: int = -1, outputs=None) -> Variable:
     """Samples uniform in [low, high) of ``shape`` (new ones at every forward)."""
+    default_outputs("F.rand", n_outputs, outputs)
     return Rand(low, high, shape, seed)()
 
 
@@ -292,8 +298,10 @@ class Randn(_Sampler):
         return self.mu + self.sigma * rng.standard_normal(shape)
 
 
-def randn(mu: float = 0, sigma: float = 1, shape: Sequence[int] = [], seed: int = -1) -> Variable:
+def randn(mu: float = 0, sigma: float = 1, shape: Sequence[int] = [], seed: int = -1,
+          n_outputs: int = -1, outputs=None) -> Variable:
     """Samples from N(mu, sigma**2) of ``shape`` (new ones at every forward)."""
+    default_outputs("F.randn", n_outputs, outputs)
     return Randn(mu, sigma, shape, seed)()
 
 
@@ -319,8 +327,10 @@ class Randint(_Sampler):
         return rng.randint(self.low, self.high, shape)
 
 
-def randint(low: int = 0, high: int = 1, shape: Sequence[int] = [], seed: int = -1) -> Variable:
+def randint(low: int = 0, high: int = 1, shape: Sequence[int] = [], seed: int = -1,
+            n_outputs: int = -1, outputs=None) -> Variable:
     """Integer samples uniform in [low, high) of ``shape``, int32 (new ones at every forward)."""
+    default_outputs("F.randint", n_outputs, outputs)
     return Randint(low, high, shape, seed)()
 
 
@@ -342,8 +352,9 @@ class RandBinomial(_Sampler):
 
 
 def rand_binomial(n: int = 1, p: float = 0.5, shape: Sequence[int] = [],
-                  seed: int = -1) -> Variable:
+                  seed: int = -1, n_outputs: int = -1, outputs=None) -> Variable:
     """Samples from B(n, p) of ``shape``, as floats (new ones at every forward)."""
+    default_outputs("F.rand_binomial", n_outputs, outputs)
     return RandBinomial(n, p, shape, seed)()
 
 
@@ -364,8 +375,9 @@ class RandBeta(_Sampler):
 
 
 def rand_beta(alpha: float = 0.5, beta: float = 0.5, shape: Sequence[int] = [],
-              seed: int = -1) -> Variable:
+              seed: int = -1, n_outputs: int = -1, outputs=None) -> Variable:
     """Samples from Beta(alpha, beta) of ``shape`` (new ones at every forward)."""
+    default_outputs("F.rand_beta", n_outputs, outputs)
     return RandBeta(alpha, beta, shape, seed)()
 
 
@@ -386,8 +398,9 @@ class RandGamma(_Sampler):
 
 
 def rand_gamma(k: float = 0.5, theta: float = 1, shape: Sequence[int] = [],
-               seed: int = -1) -> Variable:
+               seed: int = -1, n_outputs: int = -1, outputs=None) -> Variable:
     """Samples from Gamma(k, theta) (mean k theta) of ``shape`` (new ones at every forward)."""
+    default_outputs("F.rand_gamma", n_outputs, outputs)
     return RandGamma(k, theta, shape, seed)()
 
 
@@ -449,9 +462,10 @@ class RandomChoice(Function):
 
 
 def random_choice(x: Variable, w: Variable, shape: Sequence[int] = [], replace: bool = True,
-                  seed: int = -1) -> Variable:
+                  seed: int = -1, n_outputs: int = -1, outputs=None) -> Variable:
     """Draw samples of ``shape`` (default one) from each population on x's last axis with
     relative weights ``w``; the output is x.shape[:-1] + shape (+ (1,) for no shape)."""
+    default_outputs("F.random_choice", n_outputs, outputs)
     return RandomChoice(shape, replace, seed)(x, w)
 
 
@@ -543,9 +557,10 @@ class RandomCrop(_Remap):
 
 
 def random_crop(x: Variable, shape: Sequence[int] | None = None, base_axis: int = 1,
-                seed: int = -1) -> Variable:
+                seed: int = -1, n_outputs: int = -1, outputs=None) -> Variable:
     """A random window of ``shape`` (the last axes; default: x's shape), placed anew for
     each sample (the axes before ``base_axis``) at every forward."""
+    default_outputs("F.random_crop", n_outputs, outputs)
     return RandomCrop(shape, base_axis, seed)(x)
 
 
@@ -568,9 +583,10 @@ class RandomFlip(_Remap):
 
 
 def random_flip(x: Variable, axes: Sequence[int] | None = None, base_axis: int = 1,
-                seed: int = -1) -> Variable:
+                seed: int = -1, n_outputs: int = -1, outputs=None) -> Variable:
     """Reverse each of ``axes`` (default: the last) with probability 1/2, drawn anew for
     each sample (the axes before ``base_axis``) at every forward."""
+    default_outputs("F.random_flip", n_outputs, outputs)
     return RandomFlip(axes, base_axis, seed)(x)
 
 
@@ -616,9 +632,11 @@ class RandomShift(_Remap):
 
 
 def random_shift(x: Variable, shifts: Sequence[int] | None = None, border_mode: str = "nearest",
-                 constant_value: float = 0, base_axis: int = 1, seed: int = -1) -> Variable:
+                 constant_value: float = 0, base_axis: int = 1, seed: int = -1,
+                 n_outputs: int = -1, outputs=None) -> Variable:
     """Shift every axis by a random integer up to ``shifts[axis]`` either way (default: no
     shift), drawn anew for each sample (the axes before ``base_axis``) at every forward."""
+    default_outputs("F.random_shift", n_outputs, outputs)
     return RandomShift(shifts, border_mode, constant_value, base_axis, seed)(x)
 
 
@@ -719,10 +737,12 @@ def random_erase(x: Variable, prob: float = 0.5, area_ratios: Sequence[float] = 
                  aspect_ratios: Sequence[float] = (0.3, 3.3333),
                  replacements: Sequence[float] = (0.0, 255.0), n: int | None = None,
                  share: bool = True, inplace: bool = False, base_axis: int = 1, seed: int = -1,
-                 channel_last: bool = False, ste_fine_grained: bool = True) -> Variable:
+                 channel_last: bool = False, ste_fine_grained: bool = True,
+                 n_outputs: int = -1, outputs=None) -> Variable:
     """Random erasing of images (C, H, W), or (H, W, C) with ``channel_last``, after the
     sample axes: up to ``n`` (default 1) patches per image filled with uniform values.
     The gradient skips the erased pixels (passes everywhere without ``ste_fine_grained``);
     ``inplace`` is ignored, as in nnabla: the output never shares the input's memory."""
+    default_outputs("F.random_erase", n_outputs, outputs)
     return RandomErase(prob, area_ratios, aspect_ratios, replacements, n, share, base_axis,
                        seed, channel_last, ste_fine_grained)(x)
