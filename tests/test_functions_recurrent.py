@@ -318,3 +318,17 @@ def test_lstm_cell_reset_state(rng):
     cell.reset_state()
     assert not cell.h.d.any() and not cell.c.d.any()
     assert list(nn.get_parameters()) == ["cell/lstm/affine/W", "cell/lstm/affine/b"]
+
+
+def test_backward_twice_accumulates(rng):
+    """Backward may run again without a new forward: parameter gradients add up."""
+    x, h = var(rng, T, B, I), var(rng, 2, 2, B, H)
+    y, _ = PF.gru(x, h, bidirectional=True)
+    loss = F.sum(y * y)
+    loss.forward()
+    loss.backward()
+    once = {k: p.g.copy() for k, p in nn.get_parameters().items()}
+    loss.backward()
+    for k, p in nn.get_parameters().items():
+        np.testing.assert_allclose(p.g, 2 * once[k], rtol=1e-6, atol=1e-7)
+    assert all(np.abs(g).max() > 0 for g in once.values())
