@@ -63,6 +63,11 @@ def host(a) -> np.ndarray:
     return np.array(a.get() if hasattr(a, "get") else a, copy=True)
 
 
+def _unchanged(now: np.ndarray, before: np.ndarray) -> bool:
+    """Whether an input or parameter still holds its values (NaN where it was NaN)."""
+    return np.array_equal(now, before, equal_nan=bool(np.issubdtype(before.dtype, np.floating)))
+
+
 def _needs_grad(case: Case) -> list[bool]:
     if case.need_grad is not None:
         return list(case.need_grad)
@@ -149,10 +154,10 @@ def run(lib, case: Case) -> dict[str, np.ndarray]:
     built.forward()
     result = {f"y{i}": host(y.d) for i, y in enumerate(built.outputs)}
     for i, (x, a) in enumerate(zip(built.xs, built.inputs)):
-        if not np.array_equal(host(x.d), a):
+        if not _unchanged(host(x.d), a):
             result[f"x{i}"] = host(x.d)
     for name, p in built.params.items():
-        if not np.array_equal(host(p.d), built.param_values[name]):
+        if not _unchanged(host(p.d), built.param_values[name]):
             result[f"param:{name}"] = host(p.d)
     if case.grad:
         built.backward(output_grads(built.outputs))
