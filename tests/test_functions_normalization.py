@@ -175,6 +175,10 @@ def test_gradients_do_not_alias_the_workspace(rng):
 def test_batch_normalization_errors():
     x = nn.Variable((4, 3, 2, 2))
     param = nn.Variable((1, 3, 1, 1))
+    assert len(F.batch_normalization(x, param, param, param, param, output_stat=True,
+                                     n_outputs=3)) == 3
+    with pytest.raises(DpnbError, match=r"n_outputs=3 disagrees with output_stat=False"):
+        F.batch_normalization(x, param, param, param, param, n_outputs=3)
     with pytest.raises(DpnbError, match=r"gamma must have shape \(1, 3, 1, 1\)"):
         F.batch_normalization(x, param, nn.Variable((3,)), param, param)
     with pytest.raises(DpnbError, match="both must be given"):

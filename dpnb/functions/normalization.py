@@ -8,7 +8,8 @@ import numpy as np
 
 from ..graph import Function, Variable
 from .activation import relu
-from .base import argument_error, axes_of, base_axis_of, kept_axes, one_axis, sum_to, workspace
+from .base import (argument_error, axes_of, base_axis_of, default_outputs, kept_axes,
+                   one_axis, sum_to, workspace)
 from .math import add2
 
 __all__ = ["batch_normalization", "fused_batch_normalization", "group_normalization",
@@ -235,29 +236,42 @@ def _apply(cls: type, x: Variable, params: Sequence[Variable | None], *args):
     return cls([role for role, _ in given], *args)(x, *(v for _, v in given))
 
 
+def _output_count(owner: str, n_outputs: int | None, output_stat: bool) -> None:
+    """nnabla's ``n_outputs`` of the batch normalizations: None, or the count that
+    ``output_stat`` implies (3 with the batch statistics, else 1)."""
+    implied = 3 if output_stat else 1
+    if n_outputs is not None and n_outputs != implied:
+        raise argument_error(owner, f"n_outputs={n_outputs!r} disagrees with output_stat="
+                                    f"{output_stat} ({implied} output(s)); leave n_outputs None")
+
+
 def batch_normalization(x: Variable, beta: Variable | None, gamma: Variable | None,
                         mean: Variable | None, variance: Variable | None,
-                        axes: Sequence[int] = [1], decay_rate: float = 0.9, eps: float = 1e-05,
-                        batch_stat: bool = True, output_stat: bool = False
+                        axes: Sequence[int] = (1,), decay_rate: float = 0.9, eps: float = 1e-05,
+                        batch_stat: bool = True, output_stat: bool = False,
+                        n_outputs: int | None = None
                         ) -> Variable | tuple[Variable, Variable, Variable]:
     """Batch normalization over all axes but ``axes``; beta/gamma/mean/variance have
     size 1 except on ``axes``.  None drops beta (no bias) or gamma (no scale), and,
     with batch_stat=True, the running mean/variance update.  With ``output_stat``
     returns (y, batch_mean, batch_var)."""
+    _output_count("F.batch_normalization", n_outputs, output_stat)
     return _apply(BatchNormalization, x, (beta, gamma, mean, variance), axes,
                   decay_rate, eps, batch_stat, output_stat)
 
 
 def fused_batch_normalization(x: Variable, beta: Variable | None, gamma: Variable | None,
                               mean: Variable | None, variance: Variable | None,
-                              z: Variable | None = None, axes: Sequence[int] = [1],
+                              z: Variable | None = None, axes: Sequence[int] = (1,),
                               decay_rate: float = 0.9, eps: float = 1e-05,
                               batch_stat: bool = True, nonlinearity: str = "relu",
-                              output_stat: bool = False
+                              output_stat: bool = False,
+                              n_outputs: int | None = None
                               ) -> Variable | tuple[Variable, Variable, Variable]:
     """relu(batch_normalization(x, ...) + z): batch normalization, the residual ``z``
     (x's shape; None: none) added, then ``nonlinearity`` ("relu", the only one nnabla
     has).  With ``output_stat`` returns (y, batch_mean, batch_var)."""
+    _output_count("F.fused_batch_normalization", n_outputs, output_stat)
     owner = "F.fused_batch_normalization"
     if nonlinearity != "relu":
         raise argument_error(owner, f'nonlinearity must be "relu" (the only one nnabla '
@@ -279,13 +293,15 @@ def fused_batch_normalization(x: Variable, beta: Variable | None, gamma: Variabl
 def sync_batch_normalization(x: Variable, beta: Variable | None, gamma: Variable | None,
                              mean: Variable | None, variance: Variable | None,
                              comm, group: str = "world",
-                             axes: Sequence[int] = [1], decay_rate: float = 0.9,
-                             eps: float = 1e-05, batch_stat: bool = True, output_stat: bool = False
+                             axes: Sequence[int] = (1,), decay_rate: float = 0.9,
+                             eps: float = 1e-05, batch_stat: bool = True, output_stat: bool = False,
+                             n_outputs: int | None = None
                              ) -> Variable | tuple[Variable, Variable, Variable]:
     """Batch normalization whose batch statistics are those of the whole batch spread
     over the ranks of ``group`` of the communicator ``comm`` (running statistics and
     gradients included); otherwise as ``batch_normalization``.  Every rank of the
     group must call forward and backward; with batch_stat=False nothing is sent."""
+    _output_count("F.sync_batch_normalization", n_outputs, output_stat)
     return _apply(SyncBatchNormalization, x, (beta, gamma, mean, variance), comm, group,
                   axes, decay_rate, eps, batch_stat, output_stat)
 
@@ -617,9 +633,11 @@ class WeightNormalization(Function):
         return gw, gg
 
 
-def weight_normalization(w: Variable, g: Variable, dim: int = 0, eps: float = 1e-12) -> Variable:
+def weight_normalization(w: Variable, g: Variable, dim: int = 0, eps: float = 1e-12,
+n_outputs: int = -1, outputs=None) -> Variable:
     """Weight normalization: ``w`` scaled to unit L2 norm over all axes but ``dim``, then
     by ``g`` (one scale per index of ``dim``)."""
+    default_outputs("F.weight_normalization", n_outputs, outputs)
     return WeightNormalization(dim, eps)(w, g)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import Function, Variable
-from .base import argument_error
+from .base import argument_error, default_outputs
 
 __all__ = ["rnn", "lstm", "gru"]
 
@@ -409,10 +409,11 @@ def _inputs(owner: str, required: list, weight, bias) -> list:
 def rnn(x: Variable, h: Variable, weight_l0: Variable, weight: Variable | None = None,
         bias: Variable | None = None, num_layers: int = 1, nonlinearity: str = "tanh",
         dropout: float | None = None, bidirectional: bool = False,
-        training: bool = True) -> tuple[Variable, Variable]:
+        training: bool = True, n_outputs: int = -1, outputs=None) -> tuple[Variable, Variable]:
     """Elman RNN over x (T, B, I) from h (L, D, B, H): returns y (T, B, D * H) and
     h_n (L, D, B, H).  weight_l0 (D, H, I + H), weight (L-1, D, H, D * H + H),
     bias (L, D, H)."""
+    default_outputs("F.rnn", n_outputs, outputs)
     inputs = _inputs("F.rnn", [x, h, weight_l0], weight, bias)
     return RNN(nonlinearity, num_layers, dropout, bidirectional, training,
                weight is not None, bias is not None)(*inputs)
@@ -421,10 +422,12 @@ def rnn(x: Variable, h: Variable, weight_l0: Variable, weight: Variable | None =
 def lstm(x: Variable, h: Variable, c: Variable, weight_l0: Variable,
          weight: Variable | None = None, bias: Variable | None = None, num_layers: int = 1,
          dropout: float | None = None, bidirectional: bool = False,
-         training: bool = True) -> tuple[Variable, Variable, Variable]:
+         training: bool = True,
+         n_outputs: int = -1, outputs=None) -> tuple[Variable, Variable, Variable]:
     """LSTM over x (T, B, I) from h, c (L, D, B, H): returns y (T, B, D * H), h_n and
     c_n.  weight_l0 (D, 4, H, I + H), weight (L-1, D, 4, H, D * H + H), bias
     (L, D, 4, H), gates in nnabla's order i, f, g, o."""
+    default_outputs("F.lstm", n_outputs, outputs)
     inputs = _inputs("F.lstm", [x, h, c, weight_l0], weight, bias)
     return LSTM(num_layers, dropout, bidirectional, training,
                 weight is not None, bias is not None)(*inputs)
@@ -432,10 +435,12 @@ def lstm(x: Variable, h: Variable, c: Variable, weight_l0: Variable,
 
 def gru(x: Variable, h: Variable, weight_l0: Variable, weight: Variable | None = None,
         bias: Variable | None = None, num_layers: int = 1, dropout: float | None = None,
-        bidirectional: bool = False, training: bool = True) -> tuple[Variable, Variable]:
+        bidirectional: bool = False, training: bool = True,
+        n_outputs: int = -1, outputs=None) -> tuple[Variable, Variable]:
     """GRU over x (T, B, I) from h (L, D, B, H): returns y (T, B, D * H) and h_n.
     weight_l0 (D, 3, H, I + H) and weight (L-1, D, 3, H, D * H + H) with gates r, z, n;
     bias (L, D, 4, H) holds b_r, b_z, b_in, b_hn."""
+    default_outputs("F.gru", n_outputs, outputs)
     inputs = _inputs("F.gru", [x, h, weight_l0], weight, bias)
     return GRU(num_layers, dropout, bidirectional, training,
                weight is not None, bias is not None)(*inputs)

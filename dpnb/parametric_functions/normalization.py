@@ -61,7 +61,7 @@ def _bn_parameters(fn_name: str, inp: Variable, axes: list[int], fix_parameters:
     return beta, gamma, mean, var
 
 
-def batch_normalization(inp: Variable, axes: int | Sequence[int] = [1], decay_rate: float = 0.9,
+def batch_normalization(inp: Variable, axes: int | Sequence[int] = (1,), decay_rate: float = 0.9,
                         eps: float = 1e-5, batch_stat: bool = True, output_stat: bool = False,
                         fix_parameters: bool = False, param_init: dict | None = None,
                         no_scale: bool = False, no_bias: bool = False, name: str | None = None):
@@ -76,7 +76,7 @@ def batch_normalization(inp: Variable, axes: int | Sequence[int] = [1], decay_ra
 
 
 def fused_batch_normalization(inp: Variable, z: Variable | None = None,
-                              axes: int | Sequence[int] = [1], decay_rate: float = 0.9,
+                              axes: int | Sequence[int] = (1,), decay_rate: float = 0.9,
                               eps: float = 1e-5, batch_stat: bool = True,
                               nonlinearity: str = "relu", output_stat: bool = False,
                               fix_parameters: bool = False, param_init: dict | None = None,
@@ -94,7 +94,7 @@ def fused_batch_normalization(inp: Variable, z: Variable | None = None,
 
 
 def sync_batch_normalization(inp: Variable, comm, group: str = "world",
-                             axes: int | Sequence[int] = [1], decay_rate: float = 0.9,
+                             axes: int | Sequence[int] = (1,), decay_rate: float = 0.9,
                              eps: float = 1e-5, batch_stat: bool = True,
                              output_stat: bool = False, fix_parameters: bool = False,
                              param_init: dict | None = None, no_scale: bool = False,
