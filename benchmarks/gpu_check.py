@@ -7,10 +7,11 @@ Every stage runs in a process of its own with a time limit, the communicator sta
 under ``mpiexec`` (found by ``dpnb.communicators.find_mpiexec``):
 
 - environment: Python, NumPy, CuPy, CUDA runtime and driver, GPUs, NCCL, mpi4py, MPI.
-- functions: a representative call of every public ``F.*`` function, forward and
-  backward through the graph, on the GPU context and on the CPU context with the
-  same inputs; outputs, gradients and in-place updates compared (float32).
-  F.sync_batch_normalization runs with a communicator of its process alone.
+- functions: every case of tests/nnabla_cases/functions_*.py (the calls the tests
+  compare with nnabla's recorded values), and a seeded call of each function they
+  cannot hold (random draws, sync batch normalization with a communicator of its
+  process alone), on the GPU context and on the CPU context with the same inputs;
+  outputs, gradients and in-place updates compared (float32).
 - solvers: three updates (weight decay, gradient clipping, update) of every solver.
 - resnet23: one ResNet-23 training step (nmaps=16, batch 8): loss, gradients, the
   updated parameters and running statistics, and the loss after the step.
@@ -76,9 +77,13 @@ from dpnb.context import array_module_of, require_cupy, to_module  # noqa: E402
 from dpnb.ext_utils import get_extension_context  # noqa: E402
 from dpnb.models import resnet23_prediction  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "tests"))
+from nnabla_cases import functions as harness  # noqa: E402  (the tests' function cases)
+
 RESULTS = ROOT / "benchmarks" / "results" / "gpu_check.json"
 DRY_RUN_RESULTS = Path(tempfile.gettempdir()) / "gpu_check_dry_run.json"  # never over RESULTS
 REFERENCE = get_extension_context("cpu")
+HARNESS_LIB = harness.library(nn, F, PF)
 SEED = 313
 MB = 1 << 20
 
@@ -154,7 +159,8 @@ class Checks:
 
     def close(self, what: str, got, expected, tol: float) -> bool:
         """``got`` (on any device) equals ``expected`` (NumPy) in dtype and shape, and
-        within ``tol`` of the largest |expected| elementwise."""
+        within ``tol`` of the largest finite |expected| elementwise (equal infinities
+        and NaN where NaN is expected count as equal)."""
         got, expected = to_module(got, np), np.asarray(expected)
         if self.inject:
             expected, self.inject = expected + expected.dtype.type(1), False
@@ -163,8 +169,12 @@ class Checks:
                                           f"{expected.dtype}{list(expected.shape)}")
         if expected.size == 0:
             return self.true(what, True)
-        scale = float(np.abs(expected).max()) or 1.0
-        error = float(np.abs(got.astype(np.float64) - expected).max()) / scale
+        got64, expected64 = got.astype(np.float64), expected.astype(np.float64)
+        alike = (got64 == expected64) | (np.isnan(got64) & np.isnan(expected64))
+        finite = np.abs(expected64[np.isfinite(expected64)])
+        scale = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+        with np.errstate(invalid="ignore"):  # inf - inf where ``alike`` already decided
+            error = float(np.where(alike, 0.0, np.abs(got64 - expected64)).max()) / scale
         self.worst = max(self.worst, error) if np.isfinite(error) else float("inf")
         return self.true(what, error <= tol, f"max |got - expected| / max |expected| = "
                                              f"{error:.3g} (tolerance {tol:g})")
@@ -334,27 +344,19 @@ def single_rank_communicator(extension: str) -> C.MultiProcessCommunicator:
     return comm
 
 
-def function_cases() -> dict[str, tuple[Callable, list[tuple[np.ndarray, bool]]]]:
-    """For each public F function: a call, and its inputs with their need_grad."""
+def unrecorded_cases() -> dict[str, tuple[Callable, list[tuple[np.ndarray, bool]]]]:
+    """A seeded call of each F function the shared nnabla cases cannot hold (random
+    draws, a communicator), with its inputs and their need_grad."""
     rng = np.random.RandomState(0)
 
     def x(*shape):
         return rng.randn(*shape).astype(np.float32), True
 
-    def positive(*shape):
-        return (0.5 + rng.rand(*shape)).astype(np.float32), True
-
     def fixed(array):
         return array, False
 
-    def labels(n, classes):
-        return fixed(rng.randint(0, classes, (n, 1)).astype(np.int32))
-
     def bn_stat(value):
         return fixed(np.full((1, 3, 1, 1), value, np.float32))
-
-    def bn_inputs():  # x, beta, gamma, running mean, running variance
-        return [x(4, 3, 5, 5), x(1, 3, 1, 1), positive(1, 3, 1, 1), bn_stat(0.1), bn_stat(1.2)]
 
     def sync_bn(a, *params):
         comm = single_rank_communicator(nn.get_current_context().extension)
@@ -362,56 +364,24 @@ def function_cases() -> dict[str, tuple[Callable, list[tuple[np.ndarray, bool]]]
 
     images = x(2, 3, 6, 6)
     return {
-        "relu": (F.relu, [x(2, 3, 4)]),
-        "elu": (lambda a: F.elu(a, alpha=1.5), [x(2, 3, 4)]),
-        "leaky_relu": (lambda a: F.leaky_relu(a, alpha=0.2), [x(2, 3, 4)]),
-        "tanh": (F.tanh, [x(2, 3, 4)]),
-        "sigmoid": (F.sigmoid, [x(2, 3, 4)]),
-        "softmax": (lambda a: F.softmax(a, axis=1), [x(2, 5, 3)]),
-        "log_softmax": (lambda a: F.log_softmax(a, axis=1), [x(2, 5, 3)]),
-        "reshape": (lambda a: F.reshape(a, (4, 6)), [x(2, 3, 4)]),
-        "transpose": (lambda a: F.transpose(a, (2, 0, 1)), [x(2, 3, 4)]),
-        "concatenate": (lambda a, b: F.concatenate(a, b, axis=1), [x(2, 3, 4), x(2, 2, 4)]),
-        "slice": (lambda a: F.slice(a, (0, 1, 0), (2, 3, 4), (1, 1, 2)), [x(2, 3, 4)]),
-        "identity": (F.identity, [x(2, 3, 4)]),
-        "softmax_cross_entropy": (lambda a, t: F.softmax_cross_entropy(a, t, axis=1),
-                                  [x(4, 5), labels(4, 5)]),
-        "sigmoid_cross_entropy": (F.sigmoid_cross_entropy,
-                                  [x(4, 5), fixed((rng.rand(4, 5) > 0.5).astype(np.float32))]),
-        "squared_error": (F.squared_error, [x(4, 5), x(4, 5)]),
-        "top_n_error": (lambda a, t: F.top_n_error(a, t, axis=1, n=2), [x(6, 5), labels(6, 5)]),
-        "add2": (F.add2, [x(2, 3, 4), x(3, 1)]),
-        "sub2": (F.sub2, [x(2, 3, 4), x(2, 3, 4)]),
-        "mul2": (F.mul2, [x(2, 3, 4), x(1, 4)]),
-        "div2": (F.div2, [x(2, 3, 4), positive(2, 3, 4)]),
-        "pow2": (F.pow2, [positive(2, 3, 4), x(2, 3, 4)]),
-        "add_scalar": (lambda a: F.add_scalar(a, 1.5), [x(2, 3, 4)]),
-        "mul_scalar": (lambda a: F.mul_scalar(a, -2.0), [x(2, 3, 4)]),
-        "pow_scalar": (lambda a: F.pow_scalar(a, 2.5), [positive(2, 3, 4)]),
-        "r_sub_scalar": (lambda a: F.r_sub_scalar(a, 3.0), [x(2, 3, 4)]),
-        "r_div_scalar": (lambda a: F.r_div_scalar(a, 2.0), [positive(2, 3, 4)]),
-        "r_pow_scalar": (lambda a: F.r_pow_scalar(a, 1.7), [x(2, 3, 4)]),
-        "exp": (F.exp, [x(2, 3, 4)]),
-        "log": (F.log, [positive(2, 3, 4)]),
-        "sum": (lambda a: F.sum(a, axis=1, keepdims=True), [x(2, 3, 4)]),
-        "mean": (lambda a: F.mean(a, axis=(0, 2)), [x(2, 3, 4)]),
-        "max": (lambda a: F.max(a, axis=2), [x(2, 3, 4)]),
-        "min": (lambda a: F.min(a, axis=1), [x(2, 3, 4)]),
-        "sink": (lambda a, b: F.sink(a, b), [x(2, 3), x(4)]),
-        "affine": (F.affine, [x(2, 3, 4), x(12, 5), x(5)]),
-        "convolution": (lambda a, w, b: F.convolution(a, w, b, pad=(1, 1), stride=(2, 1),
-                                                      dilation=(1, 2), group=2),
-                        [x(2, 4, 7, 7), x(6, 2, 3, 3), x(6)]),
-        "batch_normalization": (F.batch_normalization, bn_inputs()),
-        "sync_batch_normalization": (sync_bn, bn_inputs()),
-        "max_pooling": (lambda a: F.max_pooling(a, (2, 2)), [images]),
-        "average_pooling": (lambda a: F.average_pooling(a, (3, 3), stride=(2, 2), pad=(1, 1),
-                                                        including_pad=False), [x(2, 3, 6, 6)]),
-        "global_average_pooling": (F.global_average_pooling, [x(2, 3, 6, 6)]),
+        "sync_batch_normalization": (sync_bn, [x(4, 3, 5, 5), x(1, 3, 1, 1), x(1, 3, 1, 1),
+                                               bn_stat(0.1), bn_stat(1.2)]),
         "dropout": (lambda a: F.dropout(a, p=0.3, seed=7), [x(4, 5, 6)]),
         "image_augmentation": (lambda a: F.image_augmentation(
             a, shape=(3, 5, 5), min_scale=0.8, max_scale=1.2, angle=0.3, flip_lr=True,
             contrast=1.2, seed=5), [fixed(images[0])]),
+        "rand": (lambda: F.rand(-1, 2, (3, 4), seed=3), []),
+        "randn": (lambda: F.randn(0.5, 2, (3, 4), seed=3), []),
+        "randint": (lambda: F.randint(0, 9, (3, 4), seed=3), []),
+        "rand_binomial": (lambda: F.rand_binomial(5, 0.3, (3, 4), seed=3), []),
+        "rand_beta": (lambda: F.rand_beta(0.7, 1.5, (3, 4), seed=3), []),
+        "rand_gamma": (lambda: F.rand_gamma(1.5, 2.0, (3, 4), seed=3), []),
+        "random_choice": (lambda a, w: F.random_choice(a, w, (5,), seed=3),
+                          [x(2, 4), fixed(rng.rand(2, 4).astype(np.float32))]),
+        "random_crop": (lambda a: F.random_crop(a, (2, 4, 4), seed=3), [images]),
+        "random_flip": (lambda a: F.random_flip(a, (3,), seed=3), [images]),
+        "random_shift": (lambda a: F.random_shift(a, (0, 0, 1, 2), seed=3), [images]),
+        "random_erase": (lambda a: F.random_erase(a, prob=0.9, seed=3), [images]),
     }
 
 
@@ -437,19 +407,27 @@ def call_case(fn: Callable, inputs: list[tuple[np.ndarray, bool]]) -> dict:
 
 
 def functions(run: Run) -> None:
-    cases = function_cases()
-    names = public_functions()
-    missing, stale = sorted(set(names) - set(cases)), sorted(set(cases) - set(names))
-    run.checks.true("every public F function has a representative call here",
-                    not missing and not stale,
-                    f"add calls for {missing} to function_cases(); drop {stale}")
-    for name in sorted(set(cases) & set(names)):
-        fn, inputs = cases[name]
+    """Every case of tests/nnabla_cases/functions_*.py (those the tests compare with
+    nnabla), and a seeded call of each function they cannot hold, on both contexts."""
+    cases = harness.all_cases()
+    unrecorded = unrecorded_cases()
+    called = harness.called_functions(HARNESS_LIB, [case for _, case in cases])
+    missing = sorted(set(public_functions()) - called - set(unrecorded))
+    run.checks.true("every public F function is called here", not missing,
+                    f"add cases for {missing} to tests/nnabla_cases/functions_*.py, or to "
+                    "unrecorded_cases() where nnabla's values cannot be recorded")
+    for family, case in cases:
+        with run.checks.guard(f"{family}:{case.name}"):
+            on_both(run, f"{family}:{case.name}", functools.partial(harness.run, HARNESS_LIB, case),
+                    tol=1e-4)
+    for name, (fn, inputs) in unrecorded.items():
         with run.checks.guard(f"F.{name}"):
             on_both(run, f"F.{name}", functools.partial(call_case, fn, inputs), tol=1e-4)
-    run.checks.numbers = {"functions": len(names), "worst_error": run.checks.worst}
-    run.checks.summary = (f"{len(names)} functions, {len(run.checks.items)} checks, worst "
-                          f"error {run.checks.worst:.1e} (tolerance 1e-4)")
+    run.checks.numbers = {"functions": len(public_functions()), "cases": len(cases) + len(unrecorded),
+                          "worst_error": run.checks.worst}
+    run.checks.summary = (f"{len(public_functions())} functions in {len(cases) + len(unrecorded)} "
+                          f"cases, {len(run.checks.items)} checks, worst error "
+                          f"{run.checks.worst:.1e} (tolerance 1e-4)")
 
 
 # -- solvers ------------------------------------------------------------------

@@ -45,7 +45,7 @@ def test_dry_run_passes_and_lists_every_stage(tmp_path):
 
 
 @pytest.mark.parametrize("stage, message", [
-    ("functions", r"FAIL: F\.\w+: output: max \|got - expected\| / max \|expected\|"),
+    ("functions", r"FAIL: \w+:[^:\n]+: y0: max \|got - expected\| / max \|expected\|"),
     ("comm_host_staged", r"RANK 1 FAIL: all_reduce flat-storage gradient 0, division=False"),
 ])
 def test_a_failed_check_fails_the_run_with_a_clear_message(tmp_path, stage, message):

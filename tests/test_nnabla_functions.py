@@ -2,6 +2,7 @@
 gradients against those recorded from nnabla 1.39 (record_functions.py), and its
 float64 gradients against central differences."""
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -15,8 +16,7 @@ from dpnb.ext_utils import get_extension_context
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nnabla" / "functions"
 LIB = functions.library(nn, F, PF, get_extension_context("cpu", type_config="double"))
-CASES = [(family, case) for family in functions.families()
-         for case in functions.family_cases(family)]
+CASES = functions.all_cases()
 IDS = [f"{family}:{case.name}" for family, case in CASES]
 
 
@@ -67,3 +67,30 @@ def test_every_recorded_case_still_exists():
     for family, cases in RECORDED.items():
         names = {c.name for c in functions.family_cases(family)}
         assert set(cases) <= names, f"{family}.npz records cases no longer defined: {sorted(set(cases) - names)}"
+
+
+# Functions whose values depend on a random draw (tests/test_functions_stochastic.py and
+# test_functions_attention.py check them by their properties) or on a communicator
+# (test_sync_batch_normalization.py runs them across MPI processes).
+NOT_RECORDABLE = {"rand", "randn", "randint", "rand_binomial", "rand_beta", "rand_gamma",
+                  "random_choice", "random_crop", "random_flip", "random_shift", "random_erase",
+                  "dropout", "image_augmentation", "sync_batch_normalization",
+                  "PF.sync_batch_normalization"}
+
+
+def test_every_function_has_a_case():
+    public = {name for module in (F.__name__, PF.__name__)
+              for name in functions_of(module)}
+    called = functions.called_functions(LIB, [case for _, case in CASES])
+    assert sorted(public - called - NOT_RECORDABLE) == []
+    assert sorted(NOT_RECORDABLE - public) == []
+
+
+def functions_of(module_name: str) -> list[str]:
+    """The public functions of dpnb.functions, or of dpnb.parametric_functions as
+    ``PF.<name>``, as their family modules export them."""
+    package = F if module_name == F.__name__ else PF
+    prefix = "" if package is F else "PF."
+    return [prefix + name for value in vars(package).values()
+            if isinstance(value, ModuleType) and value.__name__.startswith(package.__name__ + ".")
+            for name in getattr(value, "__all__", [])]

@@ -215,3 +215,31 @@ def family_cases(family: str) -> list[Case]:
     if duplicated:
         raise ValueError(f"functions_{family}.py names these cases more than once: {duplicated}")
     return cases
+
+
+def all_cases() -> list[tuple[str, Case]]:
+    """(family, case) for every case of every family."""
+    return [(family, case) for family in families() for case in family_cases(family)]
+
+
+class _Recording:
+    """A module stand-in that notes which of its names are looked up."""
+
+    def __init__(self, module, used: set[str]):
+        self._module, self._used = module, used
+
+    def __getattr__(self, name: str):
+        self._used.add(name)
+        return getattr(self._module, name)
+
+
+def called_functions(lib, cases: Sequence[Case]) -> set[str]:
+    """The names of ``lib.F`` and ``lib.PF`` (as ``PF.<name>``) the cases' builds call."""
+    used_f: set[str] = set()
+    used_pf: set[str] = set()
+    recording = SimpleNamespace(nn=lib.nn, F=_Recording(lib.F, used_f),
+                                PF=_Recording(lib.PF, used_pf), double_context=None)
+    for case in cases:
+        Built(recording, case)
+    lib.nn.clear_parameters()
+    return used_f | {f"PF.{name}" for name in used_pf}
