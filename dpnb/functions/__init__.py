@@ -4,10 +4,12 @@ Each function is a small ``Function`` subclass holding forward and backward,
 plus the lower-case call that adds it to the graph."""
 import sys as _sys
 
+from ..graph import *  # noqa: F401,F403
 from .activation import *  # noqa: F401,F403
 from .array import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
+from .linalg import *  # noqa: F401,F403
 from .logic import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
 from .math import *  # noqa: F401,F403
@@ -16,6 +18,7 @@ from .normalization import *  # noqa: F401,F403
 from .pooling import *  # noqa: F401,F403
 from .recurrent import *  # noqa: F401,F403
 from .reduction import *  # noqa: F401,F403
+from .sequence import *  # noqa: F401,F403
 from .stochastic import *  # noqa: F401,F403
 from ..graph import use_functions as _use_functions  # noqa: E402
 
