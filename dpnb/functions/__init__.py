@@ -4,7 +4,6 @@ Each function is a small ``Function`` subclass holding forward and backward,
 plus the lower-case call that adds it to the graph."""
 import sys as _sys
 
-from ..graph import *  # noqa: F401,F403
 from .activation import *  # noqa: F401,F403
 from .array import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
