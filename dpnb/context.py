@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator
+import functools
+import inspect
+from collections.abc import Callable, Iterator
 from types import ModuleType
 
 import numpy as np
@@ -100,7 +102,27 @@ _current = Context()
 
 
 def get_current_context() -> Context:
+    """The context new variables, parameters and functions use now."""
     return _current
+
+
+def with_current_context(func: Callable) -> Callable:
+    """nnabla's ``function_api`` / ``solver_api`` decorator: ``func(ctx, *args, **kw)``
+    becomes a callable of ``(*args, **kw)`` that passes the context current at each call."""
+    params = list(inspect.signature(func).parameters.values())
+    if not params or params[0].kind not in (params[0].POSITIONAL_ONLY,
+                                            params[0].POSITIONAL_OR_KEYWORD):
+        raise DpnbError(f"{getattr(func, '__name__', func)!r} must take the context as its first "
+                        f"argument to be called with the current context, got the signature "
+                        f"{inspect.signature(func)}")
+
+    @functools.wraps(func)
+    def called_with_current_context(*args, **kwargs):
+        return func(_current, *args, **kwargs)
+
+    called_with_current_context.__signature__ = inspect.signature(func).replace(
+        parameters=params[1:])
+    return called_with_current_context
 
 
 def set_default_context(ctx: Context) -> None:

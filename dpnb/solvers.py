@@ -23,7 +23,7 @@ from types import ModuleType
 
 import numpy as np
 
-from .context import array_module_of, to_module
+from .context import array_module_of, to_module, with_current_context
 from .errors import DpnbError
 from .fileio import file_format
 from .graph import Variable
@@ -36,7 +36,9 @@ CPU_SLICE = 1 << 16
 
 __all__ = ["Solver", "SolverState", "Sgd", "Momentum", "Nesterov", "Adam", "AdamW", "Adagrad",
            "RMSprop", "Adadelta", "Adamax", "AMSGRAD", "AdaBound", "AMSBound", "AdaBelief", "Lamb",
-           "Lars", "Lion", "RMSpropGraves", "SgdW"]
+           "Lars", "Lion", "RMSpropGraves", "SgdW", "solver_api"]
+
+solver_api = with_current_context  # nnabla's name for it in nnabla.solvers
 
 
 class SolverState:

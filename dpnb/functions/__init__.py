@@ -19,6 +19,10 @@ from .recurrent import *  # noqa: F401,F403
 from .reduction import *  # noqa: F401,F403
 from .sequence import *  # noqa: F401,F403
 from .stochastic import *  # noqa: F401,F403
+# nnabla's functions module also offers these.
+from ..context import get_current_context  # noqa: E402,F401
+from ..context import with_current_context as function_api  # noqa: E402,F401
+from ..graph import get_auto_forward  # noqa: E402,F401
 from ..graph import use_functions as _use_functions  # noqa: E402
 
 _use_functions(_sys.modules[__name__])

@@ -12,5 +12,7 @@ from .normalization import *  # noqa: F401,F403
 from .recurrent import *  # noqa: F401,F403
 # nnabla's PF module also offers these to the programs that import them from it.
 from ..initializer import (ConstantInitializer, NormalInitializer,  # noqa: F401,E402
-                           UniformInitializer, calc_uniform_lim_glorot)
+                           UniformInitializer, WeightNormalizationScaleInitializer,
+                           calc_uniform_lim_glorot)
 from ..parameter import get_parameter, get_parameter_or_create  # noqa: F401,E402
+from ._common import parametric_function_api  # noqa: F401,E402

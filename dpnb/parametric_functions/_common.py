@@ -1,8 +1,11 @@
-"""What the parametric functions share: nnabla's scoping, input checks and the
-weight-and-bias pair most layers own."""
+"""What the parametric functions share: nnabla's scoping (and its decorator for
+parametric functions that users write), input checks and the weight-and-bias pair
+most layers own."""
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import inspect
+from collections.abc import Callable, Sequence
 
 from ..errors import DpnbError
 from ..graph import Variable
@@ -13,6 +16,47 @@ from ..parameter import get_parameter_or_create, parameter_scope
 def scope(name: str | None, scope_name: str):
     """nnabla's scoping of a parametric function: ``scope_name``, under ``name`` when given."""
     return parameter_scope(scope_name if name is None else f"{name}/{scope_name}")
+
+
+def parametric_function_api(scope_name: str | None = None,
+                            param_desc: Sequence[tuple] | None = None) -> Callable:
+    """nnabla's decorator for parametric functions: the function (which must take
+    ``fix_parameters``) runs under the parameter scope ``scope_name`` (default: its own
+    name) and gains a last argument ``name`` that puts that scope under ``name``.
+    ``param_desc`` lists (name, description, shape, need_grad) of the parameters it
+    registers, for its docstring."""
+    def decorate(func: Callable) -> Callable:
+        signature = inspect.signature(func)
+        if "fix_parameters" not in signature.parameters:
+            raise DpnbError(f"parametric_function_api: {func.__name__}{signature} must take "
+                            "fix_parameters, as every parametric function does")
+        if "name" in signature.parameters:
+            raise DpnbError(f"parametric_function_api: {func.__name__}{signature} already takes "
+                            "name, which the decorator adds; rename that argument")
+        own_scope = scope_name or func.__name__
+        params = list(signature.parameters.values())
+        keyword_only = any(p.kind in (p.VAR_POSITIONAL, p.KEYWORD_ONLY) for p in params)
+        named = inspect.Parameter("name", inspect.Parameter.KEYWORD_ONLY if keyword_only
+                                  else inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
+        at = len(params) - (bool(params) and params[-1].kind is inspect.Parameter.VAR_KEYWORD)
+        with_name = signature.replace(parameters=params[:at] + [named] + params[at:])
+
+        @functools.wraps(func)
+        def parametric(*args, **kwargs):
+            bound = with_name.bind(*args, **kwargs)
+            name = bound.arguments.pop("name", None)
+            with scope(name, own_scope):
+                return func(*bound.args, **bound.kwargs)
+
+        parametric.__signature__ = with_name
+        if param_desc:
+            lines = [f"    * {d[0]} (need_grad={d[3]}): {d[1]} (shape: {d[2]})" for d in param_desc]
+            parametric.__doc__ = (func.__doc__ or "") + (
+                f"\n\n    Parameters registered in the scope ``{own_scope}``:\n\n"
+                + "\n".join(lines) + "\n")
+        return parametric
+
+    return decorate
 
 
 def check_input(fn_name: str, inp, min_ndim: int) -> None:
