@@ -612,7 +612,7 @@ def linspace(start: float, stop: float, num: int) -> Variable:
     return _Generated(np.linspace(start, stop, int(num)))()
 
 
-def constant(val: float = 0, shape: Sequence[int] = [], n_outputs: int = -1,  # noqa: B006 (nnabla's default)
+def constant(val: float = 0, shape: Sequence[int] = (), n_outputs: int = -1,
              outputs=None) -> Variable:
     """An array of ``shape`` filled with ``val``."""
     default_outputs("F.constant", n_outputs, outputs)

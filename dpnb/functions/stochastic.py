@@ -275,7 +275,7 @@ class Rand(_Sampler):
         return np.minimum(values, below)
 
 
-def rand(low: float = 0, high: float = 1, shape: Sequence[int] = [], seed: int = -1,
+def rand(low: float = 0, high: float = 1, shape: Sequence[int] = (), seed: int = -1,
          n_outputs: int = -1, outputs=None) -> Variable:
     """Samples uniform in [low, high) of ``shape`` (new ones at every forward)."""
     default_outputs("F.rand", n_outputs, outputs)
@@ -298,7 +298,7 @@ class Randn(_Sampler):
         return self.mu + self.sigma * rng.standard_normal(shape)
 
 
-def randn(mu: float = 0, sigma: float = 1, shape: Sequence[int] = [], seed: int = -1,
+def randn(mu: float = 0, sigma: float = 1, shape: Sequence[int] = (), seed: int = -1,
           n_outputs: int = -1, outputs=None) -> Variable:
     """Samples from N(mu, sigma**2) of ``shape`` (new ones at every forward)."""
     default_outputs("F.randn", n_outputs, outputs)
@@ -327,7 +327,7 @@ class Randint(_Sampler):
         return rng.randint(self.low, self.high, shape)
 
 
-def randint(low: int = 0, high: int = 1, shape: Sequence[int] = [], seed: int = -1,
+def randint(low: int = 0, high: int = 1, shape: Sequence[int] = (), seed: int = -1,
             n_outputs: int = -1, outputs=None) -> Variable:
     """Integer samples uniform in [low, high) of ``shape``, int32 (new ones at every forward)."""
     default_outputs("F.randint", n_outputs, outputs)
@@ -351,7 +351,7 @@ class RandBinomial(_Sampler):
         return rng.binomial(self.n, self.p, shape)
 
 
-def rand_binomial(n: int = 1, p: float = 0.5, shape: Sequence[int] = [],
+def rand_binomial(n: int = 1, p: float = 0.5, shape: Sequence[int] = (),
                   seed: int = -1, n_outputs: int = -1, outputs=None) -> Variable:
     """Samples from B(n, p) of ``shape``, as floats (new ones at every forward)."""
     default_outputs("F.rand_binomial", n_outputs, outputs)
@@ -374,7 +374,7 @@ class RandBeta(_Sampler):
         return rng.beta(self.alpha, self.beta, shape)
 
 
-def rand_beta(alpha: float = 0.5, beta: float = 0.5, shape: Sequence[int] = [],
+def rand_beta(alpha: float = 0.5, beta: float = 0.5, shape: Sequence[int] = (),
               seed: int = -1, n_outputs: int = -1, outputs=None) -> Variable:
     """Samples from Beta(alpha, beta) of ``shape`` (new ones at every forward)."""
     default_outputs("F.rand_beta", n_outputs, outputs)
@@ -397,7 +397,7 @@ class RandGamma(_Sampler):
         return rng.gamma(self.k, self.theta, shape)
 
 
-def rand_gamma(k: float = 0.5, theta: float = 1, shape: Sequence[int] = [],
+def rand_gamma(k: float = 0.5, theta: float = 1, shape: Sequence[int] = (),
                seed: int = -1, n_outputs: int = -1, outputs=None) -> Variable:
     """Samples from Gamma(k, theta) (mean k theta) of ``shape`` (new ones at every forward)."""
     default_outputs("F.rand_gamma", n_outputs, outputs)
@@ -461,7 +461,7 @@ class RandomChoice(Function):
         return (g if need_grads[0] else None, g.copy() if need_grads[1] else None)
 
 
-def random_choice(x: Variable, w: Variable, shape: Sequence[int] = [], replace: bool = True,
+def random_choice(x: Variable, w: Variable, shape: Sequence[int] = (), replace: bool = True,
                   seed: int = -1, n_outputs: int = -1, outputs=None) -> Variable:
     """Draw samples of ``shape`` (default one) from each population on x's last axis with
     relative weights ``w``; the output is x.shape[:-1] + shape (+ (1,) for no shape)."""
