@@ -17,7 +17,7 @@ import json
 import statistics
 from pathlib import Path
 
-from timing import median_seconds, run_worker, torch_installed
+from timing import dpnb_adam_step_seconds, median_seconds, run_worker, torch_installed
 
 STEPS_T, BATCH = 32, 16
 VOCAB, EMBED, HIDDEN, LSTM_LAYERS = 2000, 128, 256, 2
@@ -60,20 +60,8 @@ def dpnb_transformer():
 
 
 def dpnb_worker(model: str, steps: int) -> dict:
-    import dpnb as nn
-    import dpnb.solvers as S
-
     loss = {"lstm": dpnb_lstm, "transformer": dpnb_transformer}[model]()
-    solver = S.Adam()
-    solver.set_parameters(nn.get_parameters())
-
-    def step():
-        loss.forward(clear_no_need_grad=True)
-        solver.zero_grad()
-        loss.backward(clear_buffer=True)
-        solver.update()
-
-    return {"step_s": median_seconds(step, steps, warmup=2)}
+    return {"step_s": dpnb_adam_step_seconds(loss, steps)}
 
 
 def torch_worker(model: str, steps: int) -> dict:

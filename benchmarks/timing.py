@@ -44,3 +44,21 @@ def run_worker(script: str, *args: str) -> dict:
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(args)} worker failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def dpnb_adam_step_seconds(loss, steps: int) -> float:
+    """Median seconds of a dpnb training step of ``loss`` (forward, backward, Adam update
+    of every parameter), the step the training benchmarks compare with PyTorch's."""
+    import dpnb as nn
+    import dpnb.solvers as S
+
+    solver = S.Adam()
+    solver.set_parameters(nn.get_parameters())
+
+    def step():
+        loss.forward(clear_no_need_grad=True)
+        solver.zero_grad()
+        loss.backward(clear_buffer=True)
+        solver.update()
+
+    return median_seconds(step, steps, warmup=2)

@@ -16,7 +16,7 @@ import resource
 import statistics
 from pathlib import Path
 
-from timing import median_seconds, run_worker, torch_installed
+from timing import dpnb_adam_step_seconds, median_seconds, run_worker, torch_installed
 
 BATCH, NMAPS, NCLS = 64, 64, 10
 
@@ -34,7 +34,6 @@ def dpnb_worker(steps: int) -> dict:
     import numpy as np
     import dpnb as nn
     import dpnb.functions as F
-    import dpnb.solvers as S
     from dpnb.models import resnet23_prediction
 
     rng = np.random.RandomState(0)
@@ -43,16 +42,7 @@ def dpnb_worker(steps: int) -> dict:
     image.d = rng.randn(BATCH, 3, 32, 32)
     label.d = rng.randint(0, NCLS, (BATCH, 1))
     loss = F.mean(F.softmax_cross_entropy(resnet23_prediction(image, ncls=NCLS, nmaps=NMAPS), label))
-    solver = S.Adam()
-    solver.set_parameters(nn.get_parameters())
-
-    def step():
-        loss.forward(clear_no_need_grad=True)
-        solver.zero_grad()
-        loss.backward(clear_buffer=True)
-        solver.update()
-
-    return {"step_s": median_seconds(step, steps, warmup=2), "peak_mib": peak_rss_mib() - base}
+    return {"step_s": dpnb_adam_step_seconds(loss, steps), "peak_mib": peak_rss_mib() - base}
 
 
 def torch_worker(steps: int) -> dict:
