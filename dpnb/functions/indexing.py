@@ -1,4 +1,5 @@
-"""Gathering and scattering by index: gather, gather_nd, scatter_nd, scatter_add, one_hot, embed.
+"""Gathering and scattering by index: gather, gather_nd, scatter_nd, scatter_add, one_hot,
+embed, and by mask: bool_fill, bool_gather, bool_scatter.
 
 Indices are read as integers at each forward; one outside its axis raises a
 ``DpnbError`` (nnabla reads out of bounds silently in some of these, and on GPUs)."""
@@ -12,9 +13,10 @@ import numpy as np
 from ..errors import DpnbError
 from ..graph import Function, Variable
 from ..ndarray import NdArray
-from .base import default_outputs, one_axis, shape_of
+from .base import broadcast_shape, default_outputs, one_axis, shape_of
 
-__all__ = ["gather", "gather_nd", "scatter_nd", "scatter_add", "one_hot", "embed"]
+__all__ = ["gather", "gather_nd", "scatter_nd", "scatter_add", "one_hot", "embed", "bool_fill",
+           "bool_gather", "bool_scatter"]
 
 
 def _add_at(xp, target, index, values) -> None:
@@ -351,3 +353,144 @@ def embed(x0: Variable, w: Variable, n_outputs: int = -1, outputs=None) -> Varia
     """The rows of ``w`` at the integer ids ``x0``: shape ``x0.shape + w.shape[1:]``."""
     default_outputs("F.embed", n_outputs, outputs)
     return Embed()(x0, w)
+
+
+def _mask_input(owner: Function, mask: Variable) -> None:
+    """A mask is read as non-zero (true) or zero; it takes no gradient."""
+    if not (np.issubdtype(mask.dtype, np.number) or mask.dtype == np.bool_):
+        raise owner.error(f"mask must hold numbers (non-zero: true), got dtype {mask.dtype}")
+
+
+def _leading_mask(owner: Function, mask: Variable, shape: tuple[int, ...], what: str) -> None:
+    """The mask must have the leading axes of ``shape``."""
+    _mask_input(owner, mask)
+    if mask.ndim > len(shape) or shape[:mask.ndim] != mask.shape:
+        raise owner.error(f"mask of shape {mask.shape} must have the leading axes of {what} "
+                          f"{shape}: give a mask of shape {shape[:max(mask.ndim, 1)]}")
+
+
+class BoolFill(Function):
+    """``data`` with ``value`` where the mask (broadcast to data) is non-zero; the
+    gradient passes where it is zero."""
+
+    def __init__(self, value: float):
+        self.value = value
+
+    def setup(self, inputs):
+        data, mask = inputs
+        _mask_input(self, mask)
+        if not np.isscalar(self.value) or isinstance(self.value, (str, bytes)):
+            raise self.error(f"value must be a number, got {self.value!r}")
+        if broadcast_shape(self, data.shape, mask.shape) != data.shape:
+            raise self.error(f"mask of shape {mask.shape} must broadcast to data's shape "
+                             f"{data.shape}")
+        return [(data.shape, data.dtype)]
+
+    def forward(self, xp, xs):
+        data, mask = xs
+        return (xp.where(mask != 0, xp.asarray(self.value, data.dtype), data),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        g = gys[0] * (xs[1] == 0) if need_grads[0] else None
+        return (g, None)
+
+
+def bool_fill(data: Variable, mask: Variable, value: float = 0, n_outputs: int = -1,
+              outputs=None) -> Variable:
+    """``data`` with ``value`` wherever ``mask`` (broadcast to data's shape) is non-zero."""
+    default_outputs("F.bool_fill", n_outputs, outputs)
+    return BoolFill(value)(data, mask)
+
+
+class BoolGather(Function):
+    """The sub-arrays of ``input`` where the mask (its leading axes) is non-zero, stacked
+    and flattened as nnabla's: shape (nnz,) or (nnz, size of the rest); the output takes
+    its length from each forward."""
+
+    def setup(self, inputs):
+        x, mask = inputs
+        _leading_mask(self, mask, x.shape, "input")
+        rest = x.shape[mask.ndim:]
+        self.in_shape, self.rest = x.shape, (int(np.prod(rest, dtype=np.int64)),) if rest else ()
+        count = int((mask.d != 0).sum()) if mask.data.allocated else 0
+        return [((count,) + self.rest, x.dtype)]
+
+    def forward(self, xp, xs):
+        x, mask = xs
+        y = x[mask != 0].reshape((-1,) + self.rest)
+        if y.shape != self.outputs[0].shape:  # the count is known only now
+            self.outputs[0].data.reset_shape(y.shape, force=True)
+        return (y,)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        if not need_grads[0]:
+            return (None, None)
+        g = xp.zeros(self.in_shape, gys[0].dtype)
+        where = xs[1] != 0
+        g[where] = gys[0].reshape((-1,) + self.in_shape[where.ndim:])
+        return (g, None)
+
+
+def bool_gather(input: Variable, mask: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """The sub-arrays of ``input`` at the non-zero entries of ``mask`` (the shape of
+    input's leading axes), stacked: shape (nnz,) or, as nnabla's, (nnz, size of the rest)."""
+    default_outputs("F.bool_gather", n_outputs, outputs)
+    return BoolGather()(input, mask)
+
+
+class BoolScatter(Function):
+    """The rows of ``input`` (nnz, ...) written in order to the non-zero places of the
+    mask, into zeros or into ``output``, which (as in nnabla) is updated too and gets
+    the gradient of the places the mask leaves alone."""
+
+    def __init__(self, has_output: bool):
+        self.has_output = has_output
+
+    def setup(self, inputs):
+        x, mask = inputs[:2]
+        _mask_input(self, mask)
+        if x.ndim < 1:
+            raise self.error("input needs a leading axis of the masked entries (nnz, ...), got "
+                             "a scalar")
+        self.out_shape = mask.shape + x.shape[1:]
+        if self.has_output and inputs[2].shape != self.out_shape:
+            raise self.error(f"output of shape {inputs[2].shape} must have the mask's shape "
+                             f"followed by input's trailing axes, {self.out_shape}")
+        return [(self.out_shape, x.dtype)]
+
+    def _where(self, xp, x, mask):
+        where = mask != 0
+        count = int(where.sum())
+        if count != x.shape[0]:
+            raise self.error(f"input holds {x.shape[0]} rows but the mask has {count} non-zero "
+                             "entries; give one row per non-zero entry")
+        return where
+
+    def forward(self, xp, xs):
+        x, mask = xs[:2]
+        where = self._where(xp, x, mask)
+        y = xs[2].copy() if self.has_output else xp.zeros(self.out_shape, x.dtype)
+        y[where] = x
+        if self.has_output:
+            xs[2][...] = y
+        return (y,)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (g,) = gys
+        where = self._where(xp, xs[0], xs[1])
+        grads = [g[where] if need_grads[0] else None, None]
+        if self.has_output:
+            grads.append(g * ~where.reshape(where.shape + (1,) * (g.ndim - where.ndim))
+                         if need_grads[2] else None)
+        return tuple(grads)
+
+
+def bool_scatter(input: Variable, mask: Variable, output: Variable | None = None,
+                 n_outputs: int = -1, outputs=None) -> Variable:
+    """The rows of ``input`` (nnz, ...) placed at the non-zero entries of ``mask``: shape
+    ``mask.shape + input.shape[1:]``, zeros elsewhere, or ``output``'s values there
+    (``output`` is updated in place, as in nnabla)."""
+    default_outputs("F.bool_scatter", n_outputs, outputs)
+    if output is None:
+        return BoolScatter(False)(input, mask)
+    return BoolScatter(True)(input, mask, output)
