@@ -572,12 +572,14 @@ def shift(x: Variable, shifts: Sequence[int] | None = None, border_mode: str = "
 
 
 class _Generated(Function):
-    """An array made from arguments alone (no inputs), in the context's float type."""
+    """An array made from arguments alone (no inputs), in the context's float type;
+    ``type_name`` and ``args`` are the nnabla function and arguments that made it."""
 
     differentiable = False
 
-    def __init__(self, values: np.ndarray):
+    def __init__(self, values: np.ndarray, type_name: str, args: dict):
         self.values = values
+        self.type_name, self.args = type_name, args
 
     def setup(self, inputs):
         self.dtype = self.context.dtype
@@ -601,7 +603,8 @@ def arange(start: float, stop: float, step: float = 1, n_outputs: int = -1, outp
     if step == 0:
         raise DpnbError("F.arange: step must not be 0")
     count = builtins.max(0, int(np.ceil((stop - start) / step)))
-    return _Generated(start + step * np.arange(count))()
+    return _Generated(start + step * np.arange(count), "Arange",
+                      {"start": start, "stop": stop, "step": step})()
 
 
 def linspace(start: float, stop: float, num: int) -> Variable:
@@ -609,7 +612,8 @@ def linspace(start: float, stop: float, num: int) -> Variable:
     if isinstance(num, bool) or not isinstance(num, (int, np.integer)) or num < 0:
         raise DpnbError(f"F.linspace: num must be an int >= 0, got {num!r}")
     start, stop = _number("F.linspace", "start", start), _number("F.linspace", "stop", stop)
-    return _Generated(np.linspace(start, stop, int(num)))()
+    return _Generated(np.linspace(start, stop, int(num)), "Linspace",
+                      {"start": start, "stop": stop, "num": int(num)})()
 
 
 def constant(val: float = 0, shape: Sequence[int] = (), n_outputs: int = -1,
@@ -617,7 +621,8 @@ def constant(val: float = 0, shape: Sequence[int] = (), n_outputs: int = -1,
     """An array of ``shape`` filled with ``val``."""
     default_outputs("F.constant", n_outputs, outputs)
     val = _number("F.constant", "val", val)
-    return _Generated(np.full(shape_of("F.constant", shape), val))()
+    size = shape_of("F.constant", shape)
+    return _Generated(np.full(size, val), "Constant", {"val": val, "shape": list(size)})()
 
 
 class EyeLike(Function):
