@@ -571,7 +571,7 @@ def shift(x: Variable, shifts: Sequence[int] | None = None, border_mode: str = "
     return Shift(shifts, border_mode)(x)
 
 
-class _Generated(Function):
+class Generated(Function):
     """An array made from arguments alone (no inputs), in the context's float type;
     ``type_name`` and ``args`` are the nnabla function and arguments that made it."""
 
@@ -603,7 +603,7 @@ def arange(start: float, stop: float, step: float = 1, n_outputs: int = -1, outp
     if step == 0:
         raise DpnbError("F.arange: step must not be 0")
     count = builtins.max(0, int(np.ceil((stop - start) / step)))
-    return _Generated(start + step * np.arange(count), "Arange",
+    return Generated(start + step * np.arange(count), "Arange",
                       {"start": start, "stop": stop, "step": step})()
 
 
@@ -612,7 +612,7 @@ def linspace(start: float, stop: float, num: int) -> Variable:
     if isinstance(num, bool) or not isinstance(num, (int, np.integer)) or num < 0:
         raise DpnbError(f"F.linspace: num must be an int >= 0, got {num!r}")
     start, stop = _number("F.linspace", "start", start), _number("F.linspace", "stop", stop)
-    return _Generated(np.linspace(start, stop, int(num)), "Linspace",
+    return Generated(np.linspace(start, stop, int(num)), "Linspace",
                       {"start": start, "stop": stop, "num": int(num)})()
 
 
@@ -622,7 +622,7 @@ def constant(val: float = 0, shape: Sequence[int] = (), n_outputs: int = -1,
     default_outputs("F.constant", n_outputs, outputs)
     val = _number("F.constant", "val", val)
     size = shape_of("F.constant", shape)
-    return _Generated(np.full(size, val), "Constant", {"val": val, "shape": list(size)})()
+    return Generated(np.full(size, val), "Constant", {"val": val, "shape": list(size)})()
 
 
 class EyeLike(Function):
