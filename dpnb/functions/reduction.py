@@ -1,16 +1,19 @@
 """Reductions and scans over axes: sum, mean, max, min, prod, norm, the cumulative
-sum and product, sorting and top-k selection."""
+sum and product, sorting and top-k selection, nnabla's older whole-array reductions
+(reduce_sum, reduce_mean, reduce), and the searches searchsorted and unique."""
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 
+from ..errors import DpnbError
 from ..graph import Function, Variable
 from .base import Reduction, base_axis_of, default_outputs, one_axis
 
 __all__ = ["sum", "mean", "max", "min", "prod", "norm", "cumsum", "cumprod", "sort", "top_k_data",
-           "top_k_grad"]
+           "top_k_grad", "reduce_sum", "reduce_mean", "reduce", "searchsorted", "unique"]
 
 
 class Sum(Reduction):
@@ -447,3 +450,143 @@ def top_k_grad(x: Variable, k: int, abs: bool = False, base_axis: int = 1, n_out
     of each sample (the axes from ``base_axis`` on)."""
     default_outputs("F.top_k_grad", n_outputs, outputs)
     return TopKGrad(k, abs, base_axis)(x)
+
+
+def reduce_sum(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """The sum of all elements of ``x`` (a scalar): nnabla's older form of ``sum(x)``."""
+    default_outputs("F.reduce_sum", n_outputs, outputs)
+    return Sum(None, False)(x)
+
+
+def reduce_mean(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
+    """The mean of all elements of ``x`` (a scalar): nnabla's older form of ``mean(x)``."""
+    default_outputs("F.reduce_mean", n_outputs, outputs)
+    return Mean(None, False)(x)
+
+
+def reduce(x: Variable, op: str = "sum") -> Variable:
+    """The sum (``op="sum"``) or mean (``op="mean"``) of all elements; deprecated in
+    nnabla as here, which warns as it does: use ``sum`` or ``mean``."""
+    warnings.warn("F.reduce is deprecated; use F.sum or F.mean instead", DeprecationWarning,
+                  stacklevel=2)
+    if op == "sum":
+        return reduce_sum(x)
+    if op == "mean":
+        return reduce_mean(x)
+    raise DpnbError(f"F.reduce: op must be 'sum' or 'mean', got {op!r}")
+
+
+class SearchSorted(Function):
+    """For each value, the index in the matching innermost row of the sorted sequence at
+    which it would be inserted to keep the row sorted (``right``: after equal entries);
+    as a float array, as nnabla's.  No gradient."""
+
+    differentiable = False
+
+    def __init__(self, right: bool):
+        self.right = bool(right)
+
+    def setup(self, inputs):
+        seq, values = inputs
+        if seq.ndim < 1 or seq.ndim != values.ndim or seq.shape[:-1] != values.shape[:-1]:
+            raise self.error(f"sorted_sequence {seq.shape} and values {values.shape} must have "
+                             "the same number of axes and the same shape except the innermost "
+                             "axis; give one row of values per sorted row")
+        return [(values.shape, self.context.dtype)]
+
+    def forward(self, xp, xs):
+        seq, values = xs
+        before = (seq[..., None, :] <= values[..., :, None]) if self.right else (
+            seq[..., None, :] < values[..., :, None])
+        return (before.sum(axis=-1).astype(self.outputs[0].dtype),)
+
+
+def searchsorted(sorted_sequence: Variable, values: Variable, right: bool | None = None,
+                 n_outputs: int = -1, outputs=None) -> Variable:
+    """Where each of ``values`` goes in the innermost rows of ``sorted_sequence``: index i
+    with row[i-1] < v <= row[i] (``right``: row[i-1] <= v < row[i])."""
+    default_outputs("F.searchsorted", n_outputs, outputs)
+    return SearchSorted(bool(right))(sorted_sequence, values)
+
+
+class Unique(Function):
+    """The distinct elements of the flattened input (``flatten``) or the distinct slices
+    along ``axis``, sorted or in the order they first appear, with (int32) the index of
+    each one's first appearance, each input element's (slice's) place in the result,
+    and how often each one appears.  Every NaN counts as distinct, as in nnabla.
+    The outputs take their length from each forward; no gradient."""
+
+    differentiable = False
+
+    def __init__(self, flatten: bool, axis: int | None, sorted: bool, with_index: bool,
+                 with_inverse: bool, with_counts: bool):
+        self.flatten, self.axis, self.sorted = bool(flatten), axis, bool(sorted)
+        self.extra = (bool(with_index), bool(with_inverse), bool(with_counts))
+
+    def setup(self, inputs):
+        (x,) = inputs
+        if self.flatten:
+            self.along = None
+        elif self.axis is None:
+            raise self.error("flatten=False finds distinct slices along an axis; give axis=, "
+                             "or leave flatten=True for distinct elements")
+        else:
+            self.along = one_axis(self, self.axis, x.ndim)
+        if self.along is None:
+            n, self.slice_shape = x.size, ()
+        else:
+            n = x.shape[self.along]
+            self.slice_shape = x.shape[:self.along] + x.shape[self.along + 1:]
+        self.kinds = [kind for kind, on in zip(("index", "inverse", "counts"), self.extra) if on]
+        found = n if x.data.allocated else 0  # the true count is known only at forward
+        specs = [(self._shape(found), x.dtype)]
+        specs += [((n if kind == "inverse" else found,), np.dtype(np.int32)) for kind in self.kinds]
+        return specs
+
+    def _shape(self, count: int) -> tuple[int, ...]:
+        if self.along is None:
+            return (count,)
+        shape = list(self.slice_shape)
+        shape.insert(self.along, count)
+        return tuple(shape)
+
+    def forward(self, xp, xs):
+        (x,) = xs
+        rows = x.reshape(-1, 1) if self.along is None else xp.moveaxis(x, self.along, 0).reshape(
+            x.shape[self.along], -1)
+        n = rows.shape[0]
+        order = xp.lexsort(rows.T[::-1]) if rows.shape[1] else xp.arange(n)
+        ordered = rows[order]
+        new = xp.ones(n, bool)
+        if n:
+            new[1:] = xp.any(ordered[1:] != ordered[:-1], axis=1) if rows.shape[1] else False
+        group = xp.cumsum(new) - 1
+        starts = xp.nonzero(new)[0]
+        first = order[starts]  # a stable sort puts each group's first appearance first
+        counts = xp.diff(xp.concatenate([starts, xp.asarray([n])]))
+        inverse = xp.empty(n, np.int64)
+        inverse[order] = group
+        if not self.sorted:
+            by_first = xp.argsort(first, kind="stable")
+            rank = xp.empty_like(by_first)
+            rank[by_first] = xp.arange(by_first.size)
+            first, counts, inverse = first[by_first], counts[by_first], rank[inverse]
+        y = rows[first].reshape((first.size,) + self.slice_shape)
+        if self.along is not None:
+            y = xp.moveaxis(y, 0, self.along)
+        extra = {"index": first, "inverse": inverse, "counts": counts}
+        results = [y] + [extra[kind].astype(np.int32) for kind in self.kinds]
+        for out, result in zip(self.outputs, results):
+            if out.shape != result.shape:
+                out.data.reset_shape(result.shape, force=True)
+        return tuple(results)
+
+
+def unique(x: Variable, flatten: bool = True, axis: int | None = None, sorted: bool = True,
+           with_index: bool = False, with_inverse: bool = False, with_counts: bool = False,
+           n_outputs: int = -1, outputs=None):
+    """The distinct elements of ``x`` (``flatten``), or its distinct slices along
+    ``axis``, sorted (or in order of first appearance), followed by the outputs asked
+    for: first-appearance indices, inverse indices and counts (int32)."""
+    default_outputs("F.unique", n_outputs, outputs)
+    return Unique(flatten, axis, sorted, with_index, with_inverse, with_counts)(x)
