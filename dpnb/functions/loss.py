@@ -1,4 +1,4 @@
-"""Loss functions and error metrics."""
+"""Loss functions and error metrics, and the confusion matrix."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +9,7 @@ from .base import Binary, base_axis_of, default_outputs, one_axis
 
 __all__ = ["softmax_cross_entropy", "sigmoid_cross_entropy", "squared_error", "top_n_error",
            "binary_cross_entropy", "categorical_cross_entropy", "huber_loss", "absolute_error",
-           "epsilon_insensitive_loss", "kl_multinomial", "binary_error"]
+           "epsilon_insensitive_loss", "kl_multinomial", "binary_error", "confusion_matrix"]
 
 
 class _Labelled(Function):
@@ -353,3 +353,30 @@ def binary_error(x: Variable, target: Variable, n_outputs: int = -1, outputs=Non
     """Elementwise 0/1 error of probabilities ``x`` thresholded at 0.5 against the target."""
     default_outputs("F.binary_error", n_outputs, outputs)
     return BinaryError()(x, target)
+
+
+class ConfusionMatrix(_Labelled):
+    """The (C, C) int32 count of samples by label (rows) and by the class of the largest
+    score along the axis (columns; the first of equal ones), summed over all samples."""
+
+    differentiable = False
+
+    def setup(self, inputs):
+        super().setup(inputs)
+        self.classes = inputs[0].shape[self.axis]
+        return [((self.classes,) * 2, np.dtype(np.int32))]
+
+    def forward(self, xp, xs):
+        x, t = xs
+        labels = self._labels(t, self.classes).reshape(-1)
+        guess = x.argmax(axis=self.axis).reshape(-1)
+        cells = xp.bincount(labels * self.classes + guess, minlength=self.classes ** 2)
+        return (cells.reshape(self.classes, self.classes).astype(np.int32),)
+
+
+def confusion_matrix(x: Variable, target: Variable, axis: int | None = None, n_outputs: int = -1,
+                     outputs=None) -> Variable:
+    """The confusion matrix of scores ``x`` against integer labels ``target`` (x's shape
+    with 1 on ``axis``, default the last): row = label, column = predicted class."""
+    default_outputs("F.confusion_matrix", n_outputs, outputs)
+    return ConfusionMatrix(axis)(x, target)

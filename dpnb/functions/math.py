@@ -1,6 +1,6 @@
 """Arithmetic and elementwise math: the binary and scalar operators, powers, exp and
 log, trigonometric and hyperbolic functions, rounding, extrema, clipping of values and
-of gradients, and n-ary sums and products."""
+of gradients, n-ary sums and products, and the noise of virtual adversarial training."""
 from __future__ import annotations
 
 import math
@@ -16,6 +16,7 @@ from .base import (
     argument_error,
     axes_of,
     broadcast_shape,
+    base_axis_of,
     default_outputs,
 )
 from .reduction import sum as reduce_sum
@@ -27,7 +28,7 @@ __all__ = [
     "sinh", "cosh", "asinh", "acosh", "atanh", "sinc", "erf", "floor", "ceil", "round",
     "maximum2", "minimum2", "maximum_scalar", "minimum_scalar", "mod2", "bit_shift",
     "clip_by_value", "clip_by_norm", "clip_grad_by_value", "clip_grad_by_norm",
-    "reset_nan", "reset_inf",
+    "reset_nan", "reset_inf", "vat_noise",
 ]
 
 
@@ -972,3 +973,40 @@ def clip_grad_by_norm(x: Variable, clip_norm: float | None = None,
     (None: 1) over ``axes`` (None: all axes; an empty tuple: each element)."""
     default_outputs("F.clip_grad_by_norm", n_outputs, outputs)
     return ClipGradByNorm(1.0 if clip_norm is None else clip_norm, axes)(x)
+
+
+class VATNoise(Function):
+    """``eps * x / sqrt(sum x^2 + 1e-8)`` over each sample (the axes from ``base_axis``
+    on).  Its backward is nnabla's device for virtual adversarial training: x gets a
+    zero gradient and ``w``'s data is overwritten by ``eps`` times the output gradient."""
+
+    def __init__(self, base_axis: int, eps: float):
+        self.base_axis, self.eps = base_axis, eps
+
+    def setup(self, inputs):
+        x, w = inputs
+        if not _is_number(self.eps):
+            raise self.error(f"eps must be a number, got {type(self.eps).__name__}")
+        if x.shape != w.shape:
+            raise self.error(f"w must have x's shape {x.shape} (it receives the gradient), got "
+                             f"{w.shape}")
+        self.axes = tuple(range(base_axis_of(self, self.base_axis, x.ndim), x.ndim)) if x.ndim \
+            else ()
+        return [(x.shape, x.dtype)]
+
+    def forward(self, xp, xs):
+        x = xs[0]
+        norm = xp.sqrt((x * x).sum(axis=self.axes, keepdims=True) + 1e-8)
+        return ((self.eps * x / norm).astype(x.dtype, copy=False),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        self.inputs[1].d = self.eps * gys[0]
+        return tuple(xp.zeros_like(x) if need else None for x, need in zip(xs, need_grads))
+
+
+def vat_noise(x: Variable, w: Variable, base_axis: int = 1, eps: float = 1.0, n_outputs: int = -1,
+              outputs=None) -> Variable:
+    """The noise ``x`` scaled to L2 norm ``eps`` per sample (axes from ``base_axis`` on);
+    backward writes ``eps`` times the output gradient into ``w`` and gives x none."""
+    default_outputs("F.vat_noise", n_outputs, outputs)
+    return VATNoise(base_axis, eps)(x, w)
