@@ -10,6 +10,7 @@ import os
 import zipfile
 from collections import OrderedDict
 
+import h5py
 import numpy as np
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
@@ -175,8 +176,9 @@ class NnpLoader:
     def _read_member(self, data: bytes, ext: str) -> None:
         """Merge one definition or parameter file into what was read so far."""
         if ext == ".h5":
-            with parameter_scope("", self._params):
-                load_parameters(io.BytesIO(data), extension=".h5")
+            if _h5_holds_data(data):
+                with parameter_scope("", self._params):
+                    load_parameters(io.BytesIO(data), extension=".h5")
             return
         message = nnabla_pb2.NNablaProtoBuf()
         try:
@@ -215,6 +217,19 @@ class NnpLoader:
             raise DpnbError(f"{self._source} has no network {name!r}; its networks are "
                             f"{self.get_network_names()}")
         return NnpNetwork(self.network_dict[name], self._params, batch_size, self._source)
+
+
+def _h5_holds_data(data: bytes) -> bool:
+    """Whether an .h5 part holds any array: nnabla writes an empty one for a network
+    without parameters, which is no error inside an .nnp."""
+    found = []
+    try:
+        with h5py.File(io.BytesIO(data), "r") as h5:
+            h5.visititems(lambda name, obj: found.append(name)
+                          if isinstance(obj, h5py.Dataset) else None)
+    except OSError:
+        return True  # damaged: let the parameter reader say so
+    return bool(found)
 
 
 def _read_bytes(source) -> bytes:
