@@ -1,5 +1,6 @@
-"""Pooling over the trailing (spatial) axes: max, average, sum, global average, and the
-upsamplings (unpooling, interpolation)."""
+"""Pooling over the trailing (spatial) axes: max, average, sum, global average, the
+gradient of max pooling as a function, and the resamplings (unpooling, interpolation,
+ONNX's Resize)."""
 from __future__ import annotations
 
 import itertools
@@ -12,7 +13,7 @@ from ..graph import Function, Variable
 from .base import argument_error, default_outputs, shape_of
 
 __all__ = ["max_pooling", "average_pooling", "sum_pooling", "unpooling", "global_average_pooling",
-           "interpolate"]
+           "interpolate", "max_pooling_backward", "onnx_resize"]
 
 
 def _ints(fn: Function, name: str, value) -> tuple[int, ...]:
@@ -445,3 +446,229 @@ def interpolate(x: Variable, scale: Sequence[float] | None = None,
         output_size = [math.floor(s * d) for d, s in zip(size, scale)]
     return Interpolate(output_size, mode, align_corners, half_pixel, half_pixel_for_nn,
                        channel_last)(x)
+
+
+class MaxPoolingBackward(Function):
+    """The gradient of max pooling of ``x`` for the output gradient ``dy``: each entry of
+    dy goes to its window's first maximum.  Its own gradient (nnabla's second order of
+    max pooling) takes back to dy what lands on those maxima; x gets zero."""
+
+    def __init__(self, kernel, stride, ignore_border, pad, channel_last):
+        self.pooling = MaxPooling(kernel, stride, ignore_border, pad, channel_last)
+
+    def setup(self, inputs):
+        dy, x = inputs
+        pooling = self.pooling
+        pooling.win = _Windows(self, x.shape, *pooling.args)
+        if dy.shape != pooling.win.out_shape:
+            raise self.error(f"dy must have the shape of the max pooling of x, "
+                             f"{pooling.win.out_shape}, got {dy.shape}")
+        return [(x.shape, dy.dtype)]
+
+    def forward(self, xp, xs):
+        dy, x = xs
+        self.pooling.forward(xp, [x])  # finds each window's maximum
+        return self.pooling.backward(xp, None, None, [dy], [True])
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        dy, x = xs
+        win = self.pooling.win
+        self.pooling.forward(xp, [x])
+        argmax = self.pooling.argmax
+        g = win.padded(xp, win.to_first(xp, gys[0]), 0)
+        gdy = xp.zeros(argmax.shape, g.dtype)
+        for number, index in win.offsets():
+            gdy += g[index] * (argmax == number)
+        gdy = win.from_first(xp, gdy).astype(dy.dtype, copy=False)
+        return (gdy if need_grads[0] else None, xp.zeros_like(x) if need_grads[1] else None)
+
+
+def max_pooling_backward(dy: Variable, x: Variable, kernel: Sequence[int],
+                         stride: Sequence[int] | None = None, ignore_border: bool = True,
+                         pad: Sequence[int] | None = None, channel_last: bool = False,
+                         n_outputs: int = -1, outputs=None) -> Variable:
+    """The gradient that ``max_pooling(x, kernel, ...)`` passes back to x for the output
+    gradient ``dy``, as a differentiable function (nnabla's route to higher orders)."""
+    default_outputs("F.max_pooling_backward", n_outputs, outputs)
+    return MaxPoolingBackward(kernel, stride, ignore_border, pad, channel_last)(dy, x)
+
+
+_RESIZE_MODES = ("nearest", "linear", "cubic")
+_TRANSFORMS = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+               "tf_half_pixel_for_nn", "tf_crop_and_resize")
+_NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+def _cubic_weights(t: np.ndarray, a: float) -> np.ndarray:
+    """The 4 cubic-convolution weights (coefficient ``a``) of the neighbours at -1, 0, 1,
+    2 from the floor, for fractions ``t``."""
+    def near(d):  # |d| <= 1
+        return ((a + 2) * d - (a + 3)) * d * d + 1
+
+    def far(d):  # 1 < |d| < 2
+        return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+    return np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], axis=-1)
+
+
+class _ResizeAxis:
+    """One axis of ONNX's Resize: the (n_out, n_in) weights of each output on the inputs,
+    and which outputs fall outside the input (tf_crop_and_resize's extrapolation)."""
+
+    def __init__(self, n_in: int, n_out: int, scale: float, roi: tuple[float, float],
+                 fn: "OnnxResize"):
+        source = self._source(np.arange(n_out, dtype=np.float64), n_in, n_out, scale, roi,
+                              fn.transform)
+        self.outside = np.zeros(n_out, bool)
+        if fn.transform == "tf_crop_and_resize":
+            self.outside = (source < 0) | (source > n_in - 1)
+        self.weights = np.zeros((n_out, n_in), np.float64)
+        rows = np.arange(n_out)
+        if fn.mode == "nearest":
+            self.weights[rows, np.clip(self._nearest(source, fn.nearest_mode), 0, n_in - 1)] = 1
+        else:
+            low = np.floor(source)
+            t = source - low
+            if fn.mode == "linear":
+                offsets, coefficients = np.array([0, 1]), np.stack([1 - t, t], axis=-1)
+            else:
+                offsets, coefficients = np.array([-1, 0, 1, 2]), _cubic_weights(t, fn.a)
+            where = low.astype(np.int64)[:, None] + offsets
+            if fn.exclude_outside:
+                coefficients = coefficients * ((where >= 0) & (where < n_in))
+                coefficients /= coefficients.sum(axis=1, keepdims=True)
+            for j in range(offsets.size):
+                np.add.at(self.weights, (rows, np.clip(where[:, j], 0, n_in - 1)),
+                          coefficients[:, j])
+        self.weights[self.outside] = 0
+        self.identity = n_in == n_out and not self.outside.any() and np.array_equal(
+            self.weights, np.eye(n_in))
+
+    @staticmethod
+    def _source(out, n_in: int, n_out: int, scale: float, roi, transform: str):
+        """The input coordinate each output reads (ONNX's coordinate transformations)."""
+        if transform == "half_pixel":
+            return (out + 0.5) / scale - 0.5
+        if transform == "pytorch_half_pixel":
+            return (out + 0.5) / scale - 0.5 if n_out > 1 else np.zeros_like(out)
+        if transform == "align_corners":
+            return out * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros_like(out)
+        if transform == "asymmetric":
+            return out / scale
+        if transform == "tf_half_pixel_for_nn":
+            return (out + 0.5) / scale
+        start, end = roi
+        if n_out > 1:
+            return start * (n_in - 1) + out * (end - start) * (n_in - 1) / (n_out - 1)
+        return np.full_like(out, 0.5 * (start + end) * (n_in - 1))
+
+    @staticmethod
+    def _nearest(source, nearest_mode: str):
+        if nearest_mode == "floor":
+            index = np.floor(source)
+        elif nearest_mode == "ceil":
+            index = np.ceil(source)
+        else:
+            half = source - np.floor(source) == 0.5
+            rounded = np.floor(source + 0.5)
+            index = np.where(half, np.floor(source) if nearest_mode == "round_prefer_floor"
+                             else np.ceil(source), rounded)
+        return index.astype(np.int64)
+
+
+class OnnxResize(Function):
+    """ONNX's Resize of the axes that change size or scale (nnabla leaves the others
+    alone): nearest (with its rounding), linear or cubic resampling under one of ONNX's
+    coordinate transformations, one axis after the other;
+    tf_crop_and_resize reads the region ``roi`` and writes ``extrapolation_value`` where
+    it falls outside the input.  Linear in x, so its gradient is the transpose."""
+
+    grad_depends_on_inputs = False
+
+    def __init__(self, roi, scales, sizes, mode, transform, a, exclude_outside, extrapolation,
+                 nearest_mode):
+        self.roi, self.scales, self.sizes = tuple(roi), tuple(scales), tuple(sizes)
+        self.mode, self.transform, self.nearest_mode = mode, transform, nearest_mode
+        self.a = -0.75 if a is None else a
+        self.exclude_outside = bool(exclude_outside)
+        self.extrapolation = 0.0 if extrapolation is None else extrapolation
+
+    def _check(self, ndim: int) -> None:
+        for name, value, allowed in (("mode", self.mode, _RESIZE_MODES),
+                                     ("coordinate_transformation_mode", self.transform,
+                                      _TRANSFORMS),
+                                     ("nearest_mode", self.nearest_mode, _NEAREST_MODES)):
+            if value not in allowed:
+                raise self.error(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+        if bool(self.sizes) == bool(self.scales):
+            raise self.error(f"give exactly one of scales and sizes, one entry per axis of the "
+                             f"input, got scales={self.scales} and sizes={self.sizes}")
+        given, name = (self.sizes, "sizes") if self.sizes else (self.scales, "scales")
+        if len(given) != ndim:
+            raise self.error(f"{name} needs one entry per axis of the {ndim}-D input (1 keeps "
+                             f"an axis), got {given}")
+        if self.transform == "tf_crop_and_resize" and len(self.roi) != 2 * ndim:
+            raise self.error(f"tf_crop_and_resize needs roi with {2 * ndim} entries (the "
+                             f"starts, then the ends, of every axis), got {self.roi}")
+        for value, what in ((self.a, "cubic_coeff_a"), (self.extrapolation,
+                                                          "extrapolation_value")):
+            if not np.isscalar(value) or isinstance(value, (str, bytes)):
+                raise self.error(f"{what} must be a number, got {value!r}")
+
+    def setup(self, inputs):
+        (x,) = inputs
+        self._check(x.ndim)
+        if self.sizes:
+            sizes = shape_of(self, self.sizes, "sizes")
+            scales = [o / i if i else 1.0 for o, i in zip(sizes, x.shape)]
+        else:
+            scales = [float(v) for v in self.scales]
+            if not all(v > 0 for v in scales):
+                raise self.error(f"scales must be positive, got {self.scales}")
+            sizes = tuple(math.floor(i * v) for i, v in zip(x.shape, scales))
+        ndim = x.ndim
+        rois = [(self.roi[i], self.roi[i + ndim]) if self.roi and len(self.roi) == 2 * ndim
+                else (0.0, 1.0) for i in range(ndim)]
+        # As nnabla, the axes that keep their size and scale are left alone (even where
+        # tf_half_pixel_for_nn would shift them or tf_crop_and_resize crop them).
+        self.axes = [(axis, resize) for axis, resize in (
+            (i, _ResizeAxis(x.shape[i], sizes[i], scales[i], rois[i], self))
+            for i in range(ndim) if sizes[i] != x.shape[i] or scales[i] != 1)
+            if not resize.identity]
+        return [(tuple(sizes), x.dtype)]
+
+    def forward(self, xp, xs):
+        y = xs[0]
+        for axis, resize in self.axes:
+            m = xp.asarray(resize.weights.T, y.dtype)
+            y = xp.moveaxis(xp.tensordot(y, m, axes=([axis], [0])), -1, axis)
+        y = xp.ascontiguousarray(y)
+        for axis, resize in self.axes:
+            if resize.outside.any():
+                shape = [1] * y.ndim
+                shape[axis] = -1
+                outside = xp.asarray(resize.outside.reshape(shape))
+                y = xp.where(outside, xp.asarray(self.extrapolation, y.dtype), y)
+        return (y,)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        g = gys[0]
+        for axis, resize in reversed(self.axes):
+            m = xp.asarray(resize.weights, g.dtype)
+            g = xp.moveaxis(xp.tensordot(g, m, axes=([axis], [0])), -1, axis)
+        return (xp.ascontiguousarray(g),)
+
+
+def onnx_resize(x: Variable, roi: Sequence[float] = (), scales: Sequence[float] = (),
+                sizes: Sequence[int] = (), mode: str = "nearest",
+                coordinate_transformation_mode: str = "half_pixel",
+                cubic_coeff_a: float | None = None, exclude_outside: int | None = None,
+                extrapolation_value: float | None = None,
+                nearest_mode: str = "round_prefer_floor", n_outputs: int = -1,
+                outputs=None) -> Variable:
+    """ONNX's Resize of every axis of ``x`` to ``sizes`` or by ``scales`` (one entry per
+    axis): mode nearest, linear or cubic (coefficient ``cubic_coeff_a``, default -0.75,
+    ``exclude_outside``), under ONNX's coordinate transformations (``roi`` and
+    ``extrapolation_value`` for tf_crop_and_resize) and nearest roundings."""
+    default_outputs("F.onnx_resize", n_outputs, outputs)
+    return OnnxResize(roi, scales, sizes, mode, coordinate_transformation_mode, cubic_coeff_a,
+                      exclude_outside, extrapolation_value, nearest_mode)(x)
