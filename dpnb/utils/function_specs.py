@@ -14,8 +14,8 @@ import numpy as np
 
 from .. import functions as F
 from ..errors import DpnbError
-from ..functions import (activation, array, attention, indexing, logic, loss, math, nn,
-                         normalization, pooling, recurrent, reduction, stochastic)
+from ..functions import (activation, array, attention, indexing, linalg, logic, loss, math, nn,
+                         normalization, pooling, recurrent, reduction, sequence, stochastic)
 from ..graph import Function, Variable
 
 Params = dict[str, object]
@@ -382,6 +382,9 @@ _NO_PARAM = [
     ("ACosh", math.ACosh, F.acosh), ("ATanh", math.ATanh, F.atanh), ("Sinc", math.Sinc, F.sinc),
     ("Erf", math.Erf, F.erf), ("ClipGradByValue", math.ClipGradByValue, F.clip_grad_by_value),
     ("GlobalAveragePooling", pooling.GlobalAveragePooling, F.global_average_pooling),
+    ("BatchInv", linalg.BatchInv, F.batch_inv), ("BatchDet", linalg.BatchDet, F.batch_det),
+    ("BatchLogdet", linalg.BatchLogdet, F.batch_logdet),
+    ("BoolGather", indexing.BoolGather, F.bool_gather),
 ]
 
 # Functions taking one value ``val``: a number (those with ``inplace`` too write it False)
@@ -408,7 +411,8 @@ _VAL = [
      _val),
     ("LogicalAndScalar", logic.LogicalAndScalar, "logical_and_scalar_param",
      F.logical_and_scalar, _bool_val),
-    ("LogicalOrScalar", logic.LogicalOrScalar, "logical_or_scalar_param", F.logical_or_scalar, _bool_val),
+    ("LogicalOrScalar", logic.LogicalOrScalar, "logical_or_scalar_param", F.logical_or_scalar,
+     _bool_val),
     ("LogicalXorScalar", logic.LogicalXorScalar, "logical_xor_scalar_param",
      F.logical_xor_scalar, _bool_val),
 ]
@@ -497,7 +501,13 @@ _SPECS = [
                  _call(F.scatter_add, "axis")),
     FunctionSpec("OneHot", indexing.OneHot, "one_hot_param", _attrs("shape"),
                  _call(F.one_hot, "shape")),
+    FunctionSpec("BoolFill", indexing.BoolFill, "bool_fill_param", _attrs("value"),
+                 _call(F.bool_fill, "value")),
+    FunctionSpec("BoolScatter", indexing.BoolScatter, None, _no_params,
+                 lambda xs, p, n: F.bool_scatter(*xs[:2], xs[2] if len(xs) == 3 else None)),
     # loss
+    FunctionSpec("ConfusionMatrix", loss.ConfusionMatrix, "confusion_matrix_param", _axis,
+                 _call(F.confusion_matrix, "axis")),
     FunctionSpec("SoftmaxCrossEntropy", loss.SoftmaxCrossEntropy, "softmax_cross_entropy_param",
                  _axis, _call(F.softmax_cross_entropy, "axis")),
     FunctionSpec("CategoricalCrossEntropy", loss.CategoricalCrossEntropy,
@@ -523,6 +533,11 @@ _SPECS = [
     FunctionSpec("ClipGradByNorm", math.ClipGradByNorm, "clip_grad_by_norm_param",
                  _attrs(clip_norm=lambda fn: _none_to(fn.clip_norm, 1.0), axes="reduced"),
                  _call(F.clip_grad_by_norm, "clip_norm", "axes")),
+    # linalg
+    FunctionSpec("BatchCholesky", linalg.BatchCholesky, "batch_cholesky_param", _attrs("upper"),
+                 _call(F.batch_cholesky, "upper")),
+    FunctionSpec("VATNoise", math.VATNoise, "vat_noise_param", _attrs("base_axis", "eps"),
+                 _call(F.vat_noise, "base_axis", "eps")),
     # nn
     FunctionSpec("Affine", nn.Affine, "affine_param",
                  lambda fn: {"base_axis": int(fn.base_axis)}, _affine),
@@ -587,6 +602,18 @@ _SPECS = [
     FunctionSpec("SumPooling", pooling.SumPooling, "sum_pooling_param", _pooling_params,
                  _call(F.sum_pooling, "kernel", "stride", "ignore_border", "pad",
                        "channel_last")),
+    FunctionSpec("MaxPoolingBackward", pooling.MaxPoolingBackward, "max_pooling_backward_param",
+                 lambda fn: _pooling_params(fn.pooling),
+                 _call(F.max_pooling_backward, "kernel", "stride", "ignore_border", "pad",
+                       "channel_last")),
+    FunctionSpec("ONNXResize", pooling.OnnxResize, "onnx_resize_param",
+                 _attrs("roi", "scales", "sizes", "mode", "nearest_mode",
+                        coordinate_transformation_mode="transform", cubic_coeff_a="a",
+                        exclude_outside=lambda fn: int(fn.exclude_outside),
+                        extrapolation_value="extrapolation"),
+                 _call(F.onnx_resize, "roi", "scales", "sizes", "mode",
+                       "coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
+                       "extrapolation_value", "nearest_mode")),
     FunctionSpec("Unpooling", pooling.Unpooling, "unpooling_param",
                  _attrs("kernel", "channel_last"), _call(F.unpooling, "kernel", "channel_last")),
     FunctionSpec("Interpolate", pooling.Interpolate, "interpolate_param",
@@ -626,6 +653,21 @@ _SPECS = [
                        "with_index")),
     FunctionSpec("TopKGrad", reduction.TopKGrad, "top_k_grad_param",
                  _attrs("k", "abs", "base_axis"), _call(F.top_k_grad, "k", "abs", "base_axis")),
+    FunctionSpec("SearchSorted", reduction.SearchSorted, "searchsorted_param",
+                 _attrs(right=lambda fn: bool(fn.right)), _call(F.searchsorted, "right")),
+    FunctionSpec("Unique", reduction.Unique, "unique_param",
+                 lambda fn: _plain({"flatten": fn.flatten, "axis": _none_to(fn.axis, 0),
+                                    "sorted": fn.sorted, "with_index": fn.extra[0],
+                                    "with_inverse": fn.extra[1], "with_counts": fn.extra[2]}),
+                 _call(F.unique, "flatten", "axis", "sorted", "with_index", "with_inverse",
+                       "with_counts")),
+    # sequence
+    FunctionSpec("PackPaddedSequence", sequence.PackPaddedSequence, "pack_padded_sequence_param",
+                 _attrs("batch_first"), _call(F.pack_padded_sequence, "batch_first")),
+    FunctionSpec("PadPackedSequence", sequence.PadPackedSequence, "pad_packed_sequence_param",
+                 _attrs("batch_first", padding_value=lambda fn: _none_to(fn.padding_value, 0.0),
+                        total_length=lambda fn: _none_to(fn.total_length, -1)),
+                 _call(F.pad_packed_sequence, "batch_first", "padding_value", "total_length")),
     # stochastic
     FunctionSpec("Dropout", stochastic.Dropout, "dropout_param", _attrs("p", "seed"),
                  _call(F.dropout, "p", "seed")),
