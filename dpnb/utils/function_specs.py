@@ -301,6 +301,17 @@ def _depthwise_params(last: str) -> Callable[[Function], Params]:
     return export
 
 
+def _patch_correlation_params(fn) -> Params:
+    """nnabla's PatchCorrelation is the channel_last form (its F transposes the others)."""
+    if not fn.channel_last:
+        raise DpnbError("PatchCorrelation with channel_last=False cannot be written in "
+                        "nnabla's format, whose PatchCorrelation takes NHWC arrays (nnabla "
+                        "writes transposes around it); transpose x1 and x2 to NHWC and pass "
+                        "channel_last=True")
+    return _plain({name: getattr(fn, name)
+                   for name in ("patch", "shift", "patch_step", "shift_step", "padding")})
+
+
 def _recurrent(call: Callable, states: int, nonlinearity: bool):
     """x, the states, weight_l0, then weight where there are several layers and bias where
     the file has one more input (nnabla's input order)."""
@@ -318,6 +329,14 @@ def _recurrent(call: Callable, states: int, nonlinearity: bool):
 def _recurrent_params(fn) -> Params:
     return _plain({"num_layers": fn.num_layers, "dropout": fn.dropout,
                    "bidirectional": fn.bidirectional, "training": fn.training})
+
+
+def _broadcast(xs, p, n):
+    """A leading -1 (a variable batch size, as nnabla writes it) is the input's first size."""
+    shape = list(p["shape"])
+    if shape and shape[0] == -1:
+        shape[0] = xs[0].shape[0]
+    return F.broadcast(xs[0], shape)
 
 
 def _scatter_nd(xs, p, n):
@@ -470,7 +489,7 @@ _SPECS = [
                  _call(F.pad, "pad_width", "mode", "constant_value")),
     FunctionSpec("Tile", array.Tile, "tile_param", _attrs("reps"), _call(F.tile, "reps")),
     FunctionSpec("Broadcast", array.Broadcast, "broadcast_param", _attrs(shape="out_shape"),
-                 _call(F.broadcast, "shape")),
+                 _broadcast),
     FunctionSpec("BroadcastTo", array.BroadcastTo, "broadcast_to_param",
                  _attrs(axis=lambda fn: _none_to(fn.axis, -1)), _call(F.broadcast_to, "axis")),
     FunctionSpec("Flip", array.Flip, "flip_param", _attrs("axes"), _call(F.flip, "axes")),
@@ -554,6 +573,11 @@ _SPECS = [
                  "depthwise_deconvolution_param", _depthwise_params("divisor"),
                  _call(F.depthwise_deconvolution, "base_axis", "pad", "stride", "dilation",
                        "divisor")),
+    FunctionSpec("PatchCorrelation", nn.PatchCorrelation, "patch_correlation_param",
+                 _patch_correlation_params,
+                 lambda xs, p, n: F.patch_correlation(
+                     *xs, p["patch"], p["shift"], p["patch_step"], p["shift_step"],
+                     p["padding"], channel_last=True)),
     # normalization
     FunctionSpec("BatchNormalization", normalization.BatchNormalization,
                  "batch_normalization_param", _batch_norm_params, _batch_norm),

@@ -160,9 +160,9 @@ class _NetworkWriter:
 
     def _mark_batch_axis(self) -> None:
         """Write the batch axis as -1, as nnabla does: the batch size is the size of the
-        sample axes of the last affine/convolution input, and every variable (and every
-        Reshape's target) starting with that size gets -1 there, except results of
-        parameters alone."""
+        sample axes of the last input of a function with a base_axis, and every variable
+        (and every Reshape's and Broadcast's target) starting with that size gets -1 there,
+        except results of parameters alone."""
         batch = None
         for pf in self.functions:
             base_axis = pf.params.get("base_axis")
@@ -177,12 +177,15 @@ class _NetworkWriter:
             if not any(v in self.variables and v not in constant for v in pf.inputs):
                 constant.update(pf.outputs)
                 continue
-            if pf.type == "Reshape":
+            if pf.type in ("Reshape", "Broadcast"):
                 shape = pf.params["shape"]
-                if not shape or shape[0] != batch:
-                    raise DpnbError(f"network {self.name!r}: {pf.name} reshapes to {shape}, "
-                                    f"whose first axis is not the batch axis (size {batch}); "
-                                    "keep the batch axis first in reshapes, or save with "
+                first = self.variables[pf.inputs[0]].shape
+                if (not shape or shape[0] != batch
+                        or pf.type == "Broadcast" and len(first) != len(shape)):
+                    raise DpnbError(f"network {self.name!r}: {pf.name} gives shape {shape} "
+                                    f"to an input of shape {first}, whose first axis is not "
+                                    f"kept as the batch axis (size {batch}); keep the batch "
+                                    "axis first in reshapes and broadcasts, or save with "
                                     "variable_batch_size=False")
                 pf.params["shape"] = [-1] + shape[1:]
         for name, v in self.variables.items():
