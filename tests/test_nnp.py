@@ -337,6 +337,9 @@ def stateful_network(v):
         "assign": F.assign(v["dst"], a),
         "unique": F.unique(F.round(a), with_index=True, with_counts=True)[0],
         "bool_gather": F.bool_gather(a, F.greater_scalar(a, 1.0)),
+        "patch_correlation": F.patch_correlation(
+            F.transpose(x, (0, 2, 3, 1)), F.transpose(x, (0, 2, 3, 1)) * 0.5, patch=(2, 1),
+            shift=(1, 1), padding=(1, 0, 1, 1), channel_last=True),
         "bool_scatter": F.bool_scatter(F.reshape(a, (12,)), F.greater_scalar(v["dst"], 0.0)),
     }
 
@@ -438,3 +441,36 @@ def test_spec_fields_are_the_schemas():
         spec = spec_of_type(type_name)
         if spec.param_field is not None:
             assert fields[spec.param_field].message_type.name == f"{type_name}Parameter"
+
+
+def test_channel_first_patch_correlation_is_refused(tmp_path):
+    x = nn.Variable((1, 2, 4, 4))
+    with pytest.raises(DpnbError, match="channel_last=False cannot be written"):
+        save(str(tmp_path / "p.nntxt"), {"networks": [{"name": "n", "outputs": {
+            "y": F.patch_correlation(x, x)}, "names": {"x": x}}]})
+
+
+def test_broadcast_keeps_a_variable_batch_axis(tmp_path, rng):
+    """As nnabla, a Broadcast whose input has the batch axis writes -1 there; the file
+    runs at another batch size."""
+    x = nn.Variable((2, 1))
+    y = F.broadcast(PF.affine(x, 1, name="fc"), (2, 3))
+    randomize_parameters()
+    path = tmp_path / "b.nntxt"
+    save(str(path), {"networks": [{"name": "n", "batch_size": 2, "outputs": {"y": y},
+                                   "names": {"x": x}}]}, include_params=True)
+    assert "shape {\n        dim: -1\n        dim: 3\n      }" in path.read_text()
+    with nn.parameter_scope("loaded"):
+        net = NnpLoader(str(path)).get_network("n", batch_size=4)
+        value = rng.normal(0, 1, (4, 1))
+        out = run(net, {"x": value})
+    w, b = (nn.get_parameters()[k].d for k in ("fc/affine/W", "fc/affine/b"))
+    np.testing.assert_allclose(out["y"], np.repeat(value @ w + b, 3, axis=1), rtol=1e-6)
+
+
+def test_broadcast_that_moves_the_batch_axis_is_refused(tmp_path):
+    x = nn.Variable((2, 3))
+    y = F.broadcast(F.reshape(PF.affine(x, 1, name="fc"), (2,)), (3, 2))
+    with pytest.raises(DpnbError, match=r"Broadcast gives shape \[3, 2\].*variable_batch_size"):
+        save(str(tmp_path / "b.nntxt"), {"networks": [{"name": "n", "outputs": {"y": y},
+                                                       "names": {"x": x}}]})
