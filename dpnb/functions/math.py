@@ -15,8 +15,8 @@ from .base import (
     Unary,
     argument_error,
     axes_of,
-    broadcast_shape,
     base_axis_of,
+    broadcast_shape,
     default_outputs,
 )
 from .reduction import sum as reduce_sum

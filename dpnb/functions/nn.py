@@ -1,5 +1,7 @@
 """Affine, convolution and deconvolution (plain, grouped, depthwise) over any number of
-spatial axes: the matrix products of a network."""
+spatial axes: the matrix products of a network; nnabla's fused convolution (pad,
+convolution, batch normalization, residual and activation in one call) and the patch
+correlation of FlowNet."""
 from __future__ import annotations
 
 import itertools
@@ -8,10 +10,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..graph import Function, Variable
-from .base import base_axis_of, default_outputs, int_tuple, workspace
+from .activation import elu, leaky_relu, relu, relu6, sigmoid, tanh
+from .array import pad as pad_array
+from .base import argument_error, base_axis_of, default_outputs, int_tuple, workspace
+from .math import add2
+from .normalization import batch_normalization
 
 __all__ = ["affine", "convolution", "deconvolution", "depthwise_convolution",
-           "depthwise_deconvolution"]
+           "depthwise_deconvolution", "fused_convolution", "patch_correlation"]
 
 
 class Affine(Function):
@@ -525,3 +531,197 @@ def depthwise_deconvolution(x: Variable, weight: Variable, bias: Variable | None
     default_outputs("F.depthwise_deconvolution", n_outputs, outputs)
     inputs = (x, weight) if bias is None else (x, weight, bias)
     return DepthwiseDeconvolution(base_axis, pad, stride, dilation, divisor)(*inputs)
+
+
+# fused_convolution's activations: the function and how many nonlinearity_args it takes
+_NONLINEARITIES = {
+    "identity": (lambda h: h, 0), "relu": (relu, 0), "sigmoid": (sigmoid, 0),
+    "tanh": (tanh, 0), "leaky_relu": (leaky_relu, 1), "elu": (elu, 1), "relu6": (relu6, 0),
+}
+
+
+def _fused_pad(x: Variable, pad, n: int, channel_last: bool, pad_mode: str,
+               constant_value: float):
+    """(the input to convolve, the convolution's own pad): a pad of one entry per spatial
+    axis is the convolution's where it pads with zeros, else (and a pad of two entries
+    per axis always) F.pad's widths, as in nnabla."""
+    owner = "F.fused_convolution"
+    if pad is None:
+        return x, None
+    given = tuple(pad) if isinstance(pad, (tuple, list)) else (pad,)
+    if len(given) == n and pad_mode == "constant" and constant_value == 0:
+        return x, given
+    if len(given) == n:
+        widths = tuple(w for p in given for w in (p, p))
+    elif len(given) == 2 * n:
+        widths = given
+    else:
+        raise argument_error(owner, f"pad must have {n} entries (one per spatial axis) or "
+                                    f"{2 * n} (before and after each), got {pad!r}")
+    if channel_last:
+        widths += (0, 0)
+    return pad_array(x, widths, pad_mode, constant_value), None
+
+
+def fused_convolution(x: Variable, weight: Variable, bias: Variable | None = None,
+                      beta: Variable | None = None, gamma: Variable | None = None,
+                      mean: Variable | None = None, variance: Variable | None = None,
+                      z: Variable | None = None, base_axis: int = 1,
+                      pad: Sequence[int] | None = None, stride: Sequence[int] | None = None,
+                      dilation: Sequence[int] | None = None, group: int = 1,
+                      channel_last: bool = False, decay_rate: float = 0.9, eps: float = 1e-05,
+                      batch_stat: bool = True, nonlinearity: str = "relu",
+                      nonlinearity_args: Sequence[float] = [], pad_mode: str = "constant",
+                      constant_value: float = 0, n_outputs: int = -1,
+                      outputs=None) -> Variable:
+    """nonlinearity(batch_normalization(convolution(pad(x), weight, bias)) + z), as nnabla
+    composes it: the batch normalization (beta, gamma, mean and variance together, over
+    the channel axis; excludes ``bias``) and the residual ``z`` are optional; the
+    nonlinearity is identity, relu, sigmoid, tanh, leaky_relu [alpha], elu [alpha] or
+    relu6 with its ``nonlinearity_args``."""
+    owner = "F.fused_convolution"
+    default_outputs(owner, n_outputs, outputs)
+    norm = (beta, gamma, mean, variance)
+    if any(v is not None for v in norm) and not all(v is not None for v in norm):
+        raise argument_error(owner, "batch normalization needs beta, gamma, mean and variance "
+                                    "together; give all four or none")
+    if bias is not None and beta is not None:
+        raise argument_error(owner, "a convolution bias and a batch normalization cannot be "
+                                    "combined (the normalization removes the bias); drop bias")
+    if nonlinearity not in _NONLINEARITIES:
+        raise argument_error(owner, f"nonlinearity must be one of {', '.join(_NONLINEARITIES)}, "
+                                    f"got {nonlinearity!r}")
+    activate, arity = _NONLINEARITIES[nonlinearity]
+    args = list(nonlinearity_args)
+    if len(args) != arity:
+        raise argument_error(owner, f"nonlinearity {nonlinearity!r} takes {arity} "
+                                    f"nonlinearity_args, got {args!r}")
+    axis = base_axis_of(owner, base_axis, x.ndim)
+    n = x.ndim - axis - 1
+    h, conv_pad = _fused_pad(x, pad, n, channel_last, pad_mode, constant_value)
+    h = convolution(h, weight, bias, base_axis, conv_pad, stride, dilation, group, channel_last)
+    if beta is not None:
+        channel = h.ndim - 1 if channel_last else axis
+        h = batch_normalization(h, beta, gamma, mean, variance, (channel,), decay_rate, eps,
+                                batch_stat)
+    if z is not None:
+        h = add2(h, z)
+    return activate(h, *args)
+
+
+def _pairs(owner: Function, name: str, value, minimum: int) -> tuple[int, int]:
+    """An int or two ints (vertical, horizontal) >= ``minimum``."""
+    given = tuple(value) if isinstance(value, (tuple, list)) else (value,) * 2
+    return int_tuple(owner, name, given, 2, 0, minimum)
+
+
+class PatchCorrelation(Function):
+    """For each patch position of ``x1`` (N, C, H, W; NHWC with ``channel_last``) and each
+    shift, the sum over channels and the patch of x1 times x2 at the shifted place, both
+    zero-padded: shape (N, Cy, Cx, Ho, Wo), or (N, Ho, Wo, Cy, Cx)."""
+
+    def __init__(self, patch, shift, patch_step, shift_step, padding, channel_last: bool):
+        self.options = (patch, shift, patch_step, shift_step, padding)
+        self.channel_last = bool(channel_last)
+
+    def setup(self, inputs):
+        x1, x2 = inputs
+        if x1.ndim != 4 or x1.shape != x2.shape:
+            raise self.error(f"x1 and x2 must be 4-D arrays of one shape ((N, C, H, W), or "
+                             f"(N, H, W, C) with channel_last), got {x1.shape} and {x2.shape}")
+        patch, shift, patch_step, shift_step, padding = self.options
+        self.patch = _pairs(self, "patch", patch, 1)
+        self.shift = _pairs(self, "shift", shift, 0)
+        self.patch_step = _pairs(self, "patch_step", patch_step, 1)
+        self.shift_step = _pairs(self, "shift_step", shift_step, 1)
+        given = tuple(padding) if isinstance(padding, (tuple, list)) else (padding,)
+        if len(given) == 1:
+            given *= 4
+        elif len(given) == 2:
+            given = (given[0], given[0], given[1], given[1])
+        self.padding = int_tuple(self, "padding", given, 4, 0, 0)
+        self.size = x1.shape[1:3] if self.channel_last else x1.shape[2:]
+        top, bottom, left, right = self.padding
+        self.padded = (self.size[0] + top + bottom, self.size[1] + left + right)
+        self.out = tuple((p - k) // s + 1 for p, k, s in zip(self.padded, self.patch,
+                                                             self.patch_step))
+        if min(self.out) < 1:
+            raise self.error(f"the patch {self.patch} is larger than the padded input "
+                             f"{self.padded}; use a smaller patch or more padding")
+        self.shifts = [range(-s, s + 1, step) for s, step in zip(self.shift, self.shift_step)]
+        counts = tuple(len(r) for r in self.shifts)
+        n = x1.shape[0]
+        shape = (n,) + self.out + counts if self.channel_last else (n,) + counts + self.out
+        return [(shape, x1.dtype)]
+
+    def _padded(self, xp, x, margin: tuple[int, int]):
+        """``x`` (channel-first) zero-padded by ``padding``, plus ``margin`` on each side."""
+        top, _, left, _ = self.padding
+        (my, mx), (h, w) = margin, self.size
+        out = xp.zeros(x.shape[:2] + (self.padded[0] + 2 * my, self.padded[1] + 2 * mx), x.dtype)
+        out[:, :, my + top:my + top + h, mx + left:mx + left + w] = x
+        return out
+
+    def _windows(self):
+        """Each shift's place in the output and its view into x2's padded array, and the
+        views of the patch offsets into an image of patch positions."""
+        (sy, sx), (hp, wp) = self.shift, self.padded
+        shifted = [((iy, ix), (Ellipsis, slice(sy + dy, sy + dy + hp),
+                               slice(sx + dx, sx + dx + wp)))
+                   for iy, dy in enumerate(self.shifts[0])
+                   for ix, dx in enumerate(self.shifts[1])]
+        (ho, wo), (ty, tx) = self.out, self.patch_step
+        offsets = [(Ellipsis, slice(ky, ky + ty * (ho - 1) + 1, ty),
+                    slice(kx, kx + tx * (wo - 1) + 1, tx))
+                   for ky in range(self.patch[0]) for kx in range(self.patch[1])]
+        return shifted, offsets
+
+    def _first(self, xp, x):
+        return xp.moveaxis(x, -1, 1) if self.channel_last else x
+
+    def forward(self, xp, xs):
+        x1 = self._padded(xp, self._first(xp, xs[0]), (0, 0))
+        x2 = self._padded(xp, self._first(xp, xs[1]), self.shift)
+        shifted, offsets = self._windows()
+        counts = tuple(len(r) for r in self.shifts)
+        y = xp.zeros((x1.shape[0],) + counts + self.out, x1.dtype)
+        for (iy, ix), window in shifted:
+            product = (x1 * x2[window]).sum(axis=1)
+            for offset in offsets:
+                y[:, iy, ix] += product[offset]
+        return (xp.ascontiguousarray(y.transpose(0, 3, 4, 1, 2)) if self.channel_last else y,)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        g = gys[0].transpose(0, 3, 4, 1, 2) if self.channel_last else gys[0]
+        x1 = self._padded(xp, self._first(xp, xs[0]), (0, 0))
+        x2 = self._padded(xp, self._first(xp, xs[1]), self.shift)
+        g1, g2 = xp.zeros_like(x1), xp.zeros_like(x2)
+        shifted, offsets = self._windows()
+        spread = xp.empty((x1.shape[0],) + self.padded, x1.dtype)
+        for (iy, ix), window in shifted:
+            spread[...] = 0
+            for offset in offsets:
+                spread[offset] += g[:, iy, ix]
+            g1 += spread[:, None] * x2[window]
+            g2[window] += spread[:, None] * x1
+        top, _, left, _ = self.padding
+        (sy, sx), (h, w) = self.shift, self.size
+        g1 = g1[:, :, top:top + h, left:left + w]
+        g2 = g2[:, :, sy + top:sy + top + h, sx + left:sx + left + w]
+        if self.channel_last:
+            g1, g2 = xp.moveaxis(g1, 1, -1), xp.moveaxis(g2, 1, -1)
+        return tuple(xp.ascontiguousarray(gx) if need else None
+                     for gx, need in zip((g1, g2), need_grads))
+
+
+def patch_correlation(x1: Variable, x2: Variable, patch: int | Sequence[int] = (1, 1),
+                      shift: int | Sequence[int] = (0, 0),
+                      patch_step: int | Sequence[int] = (1, 1),
+                      shift_step: int | Sequence[int] = (1, 1),
+                      padding: int | Sequence[int] = (0, 0, 0, 0),
+                      channel_last: bool = False) -> Variable:
+    """The correlation of each ``patch`` of ``x1`` with the patches of ``x2`` shifted by up
+    to ``shift`` in steps of ``shift_step`` (FlowNet's correlation layer), patches every
+    ``patch_step``, inputs zero-padded by ``padding`` (top, bottom, left, right; or two
+    values or one)."""
+    return PatchCorrelation(patch, shift, patch_step, shift_step, padding, channel_last)(x1, x2)

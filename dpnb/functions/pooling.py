@@ -515,7 +515,7 @@ class _ResizeAxis:
     and which outputs fall outside the input (tf_crop_and_resize's extrapolation)."""
 
     def __init__(self, n_in: int, n_out: int, scale: float, roi: tuple[float, float],
-                 fn: "OnnxResize"):
+                 fn: OnnxResize):
         source = self._source(np.arange(n_out, dtype=np.float64), n_in, n_out, scale, roi,
                               fn.transform)
         self.outside = np.zeros(n_out, bool)

@@ -46,7 +46,8 @@ CASES = [
          (u(2, 1, 3, 2), distinct(2, 1, 5, 4))),
     Case("max_pooling_backward pad", mpb(kernel=(3, 2), stride=(1, 2), pad=(1, 1)),
          (u(1, 2, 4, 3), distinct(1, 2, 4, 4))),
-    Case("max_pooling_backward 3d", mpb(kernel=(2, 1, 2)), (u(1, 1, 1, 3, 1), distinct(1, 1, 2, 3, 2))),
+    Case("max_pooling_backward 3d", mpb(kernel=(2, 1, 2)),
+         (u(1, 1, 1, 3, 1), distinct(1, 1, 2, 3, 2))),
 ]
 for mode in ("nearest", "linear", "cubic"):
     for transform in TRANSFORMS:
@@ -80,7 +81,8 @@ CASES += [
                 roi=(0, 0, -0.3, 0.1, 1, 1, 0.7, 1.4), extrapolation_value=2.0), (IMAGE,),
          grad=False),
     Case("onnx_resize crop of a scaled axis only",
-         resize(scales=(1, 1, 2, 1), mode="linear", coordinate_transformation_mode="tf_crop_and_resize",
+         resize(scales=(1, 1, 2, 1), mode="linear",
+                coordinate_transformation_mode="tf_crop_and_resize",
                 roi=(0, 0, 0.1, 0.2, 1, 1, 0.9, 0.6)), (IMAGE,), grad=False),
     Case("onnx_resize 1d sizes cubic", resize(sizes=(7,), mode="cubic"), (u(4),), grad=False),
 ]

@@ -17,7 +17,7 @@ VALUES = np.array([[2, 0, 6, 2.5], [4, 10, -1, 1]], np.float32)
 # rows 0 and 2 repeat, columns 1 and 3 repeat; values repeat across both
 TABLE = np.array([[3, 1, 2, 1], [0, 5, 1, 5], [3, 1, 2, 1]], np.float32)
 CUBE = np.array([[[1, 2], [1, 2], [0, 0]], [[1, 2], [1, 2], [0, 1]]], np.float32)
-ALL = dict(with_index=True, with_inverse=True, with_counts=True)
+ALL = {"with_index": True, "with_inverse": True, "with_counts": True}
 
 
 def eager(build):
