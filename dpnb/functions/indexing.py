@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import DpnbError
 from ..graph import Function, Variable
 from ..ndarray import NdArray
-from .base import broadcast_shape, default_outputs, one_axis, shape_of
+from .base import default_outputs, one_axis, shape_of
 
 __all__ = ["gather", "gather_nd", "scatter_nd", "scatter_add", "one_hot", "embed", "bool_fill",
            "bool_gather", "bool_scatter"]
@@ -381,9 +381,14 @@ class BoolFill(Function):
         _mask_input(self, mask)
         if not np.isscalar(self.value) or isinstance(self.value, (str, bytes)):
             raise self.error(f"value must be a number, got {self.value!r}")
-        if broadcast_shape(self, data.shape, mask.shape) != data.shape:
+        try:
+            fits = np.broadcast_shapes(data.shape, mask.shape) == data.shape
+        except ValueError:
+            fits = False
+        if not fits:
             raise self.error(f"mask of shape {mask.shape} must broadcast to data's shape "
-                             f"{data.shape}")
+                             f"{data.shape}; give a mask of that shape or with 1 on the axes "
+                             "to repeat it along")
         return [(data.shape, data.dtype)]
 
     def forward(self, xp, xs):
