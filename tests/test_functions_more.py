@@ -227,7 +227,8 @@ def test_max_pooling_backward_needs_dy_of_the_pooled_shape():
     {"sizes": (1, 2, 5, 7), "mode": "cubic", "exclude_outside": 1},
     {"scales": (1, 1, 2, 2), "mode": "nearest", "coordinate_transformation_mode": "asymmetric"},
     {"scales": (1, 1, 1.5, 1.5), "mode": "linear", "extrapolation_value": 3.0,
-     "coordinate_transformation_mode": "tf_crop_and_resize", "roi": (0, 0, -0.2, 0.1, 1, 1, 1, 1.3)},
+     "coordinate_transformation_mode": "tf_crop_and_resize",
+     "roi": (0, 0, -0.2, 0.1, 1, 1, 1, 1.3)},
 ])
 def test_onnx_resize_gradient_by_finite_differences(rng, options):
     # nnabla has no backward for onnx_resize; dpnb's is the transposed resampling
