@@ -106,6 +106,18 @@ def default_outputs(owner: Owner, n_outputs: int, outputs) -> None:
                                     f"outputs={outputs!r}; leave them at -1 and None")
 
 
+def variadic_keywords(owner: Owner, kw: dict, defaults: dict) -> list:
+    """The keyword arguments of an nnabla function of variadic inputs (``stack(*x, **kw)``):
+    the values of ``defaults``' names, refusing unknown names and caller-made outputs."""
+    unknown = sorted(set(kw) - set(defaults) - {"n_outputs", "outputs"})
+    if unknown:
+        takes = ", ".join([*defaults, "n_outputs", "outputs"])
+        raise argument_error(owner, f"unexpected keyword argument(s) {unknown}; besides the "
+                                    f"input variables it takes {takes}")
+    default_outputs(owner, kw.get("n_outputs", -1), kw.get("outputs"))
+    return [kw.get(name, value) for name, value in defaults.items()]
+
+
 def sum_to(g, shape: tuple[int, ...]):
     """A broadcast gradient ``g`` summed back to ``shape``."""
     if g.shape == shape:

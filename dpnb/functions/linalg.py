@@ -1,13 +1,21 @@
-"""Batched linear algebra: batch_inv, batch_det, batch_logdet and batch_cholesky, each
-over a batch of square matrices of shape (B, N, N), as nnabla's."""
+"""Linear algebra: matrix products (batch_matmul, dot, einsum) and, over batches of
+square matrices of shape (B, N, N), batch_inv, batch_det, batch_logdet and
+batch_cholesky, as nnabla's."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..graph import Function, Variable
-from .base import default_outputs
+from ..errors import DpnbError
+from ..graph import Function, Variable, auto_forward
+from ..ndarray import NdArray
+from .array import reshape, transpose
+from .base import broadcast_shape, default_outputs, sum_to, variadic_keywords
+from .math import mul2
+from .nn import affine
+from .reduction import sum as reduce_sum
 
-__all__ = ["batch_inv", "batch_det", "batch_logdet", "batch_cholesky"]
+__all__ = ["batch_matmul", "dot", "einsum", "batch_inv", "batch_det", "batch_logdet",
+           "batch_cholesky"]
 
 
 def _t(a):
@@ -135,3 +143,208 @@ def batch_cholesky(x: Variable, upper: bool = False, n_outputs: int = -1,
     definite matrix of the (B, N, N) batch ``x``."""
     default_outputs("F.batch_cholesky", n_outputs, outputs)
     return BatchCholesky(upper)(x)
+
+
+class BatchMatmul(Function):
+    """Matrix products over batches: (..., M, K) @ (..., K, N), with the batch axes
+    broadcast; ``transpose_a`` / ``transpose_b`` transpose the matrices first."""
+
+    def __init__(self, transpose_a: bool, transpose_b: bool):
+        self.ta, self.tb = bool(transpose_a), bool(transpose_b)
+
+    def setup(self, inputs):
+        a, b = inputs
+        if a.ndim < 3 or a.ndim != b.ndim:
+            raise self.error(f"needs two inputs of one number (>= 3) of dimensions, got shapes "
+                             f"{a.shape} and {b.shape}; F.affine multiplies plain matrices")
+        m, k = a.shape[-1:-3:-1] if self.ta else a.shape[-2:]
+        k2, n = b.shape[-1:-3:-1] if self.tb else b.shape[-2:]
+        if k != k2:
+            raise self.error(f"the matrices of {a.shape} (transpose_a={self.ta}) and {b.shape} "
+                             f"(transpose_b={self.tb}) do not chain: {k} != {k2}")
+        batch = broadcast_shape(self, a.shape[:-2], b.shape[:-2])
+        self.shapes = (a.shape, b.shape)
+        return [(batch + (m, n), np.result_type(a.dtype, b.dtype))]
+
+    @staticmethod
+    def _t(xp, a, flag: bool):
+        return xp.swapaxes(a, -1, -2) if flag else a
+
+    def forward(self, xp, xs):
+        a, b = xs
+        return (xp.matmul(self._t(xp, a, self.ta), self._t(xp, b, self.tb)),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        (a, b), (g,) = xs, gys
+        ga = gb = None
+        if need_grads[0]:
+            ga = xp.matmul(g, xp.swapaxes(self._t(xp, b, self.tb), -1, -2))
+            ga = sum_to(self._t(xp, ga, self.ta), self.shapes[0])
+        if need_grads[1]:
+            gb = xp.matmul(xp.swapaxes(self._t(xp, a, self.ta), -1, -2), g)
+            gb = sum_to(self._t(xp, gb, self.tb), self.shapes[1])
+        return (ga, gb)
+
+
+def batch_matmul(a: Variable, b: Variable, transpose_a: bool = False, transpose_b: bool = False,
+                 n_outputs: int = -1, outputs=None) -> Variable:
+    """The matrix products of the batches of ``a`` and ``b`` (last two axes)."""
+    default_outputs("F.batch_matmul", n_outputs, outputs)
+    return BatchMatmul(transpose_a, transpose_b)(a, b)
+
+
+def _dot_variables(a: Variable, b: Variable) -> Variable:
+    """NumPy's dot of two variables, built from existing functions as nnabla does."""
+    if a.ndim == 0 or b.ndim == 0:
+        return mul2(a, b)
+    if a.ndim == 1 and b.ndim == 1:
+        return reduce_sum(mul2(a, b))
+    if b.ndim == 1:
+        h = affine(a, reshape(b, (-1, 1)), base_axis=a.ndim - 1)
+        return reshape(h, h.shape[:-1])
+    order = [b.ndim - 2] + [i for i in range(b.ndim) if i != b.ndim - 2]
+    return affine(a, transpose(b, order), base_axis=a.ndim - 1)
+
+
+def dot(a, b, out=None):
+    """NumPy's dot: of variables, a graph; of NdArrays, computed now; of anything else,
+    ``numpy.dot``.  ``out`` (an NdArray, with NdArray inputs) receives the result."""
+    if isinstance(a, Variable) and isinstance(b, Variable):
+        if out is not None:
+            raise DpnbError("F.dot: out= is not supported with variable inputs (nnabla rewires "
+                            "that variable); use the returned variable instead")
+        return _dot_variables(a, b)
+    if isinstance(a, NdArray) and isinstance(b, NdArray):
+        with auto_forward():
+            result = _dot_variables(Variable.from_numpy_array(a.data),
+                                    Variable.from_numpy_array(b.data)).data
+    elif isinstance(a, (Variable, NdArray)) or isinstance(b, (Variable, NdArray)):
+        raise DpnbError(f"F.dot needs two variables, two NdArrays or two arrays, got "
+                        f"{type(a).__name__} and {type(b).__name__}")
+    else:
+        result = np.dot(a, b)
+    if out is None:
+        return result
+    if isinstance(out, NdArray) and isinstance(result, NdArray) and \
+            out.shape == result.shape and out.dtype == result.dtype:
+        out.data = result.data
+        return None
+    raise DpnbError("F.dot: out must be an NdArray of the result's shape and dtype "
+                    f"(with NdArray inputs), got {type(out).__name__}")
+
+
+def _einsum_terms(owner: "Einsum", equation: str, shapes: list) -> tuple[list[str], str]:
+    """The subscripts of each operand and of the output, with ellipses written out as
+    letters of their own and the implicit output (letters seen once, sorted) made explicit."""
+    if not isinstance(equation, str) or not equation:
+        raise owner.error(f"equation must be a non-empty string such as 'ij,jk->ik', got "
+                          f"{equation!r}")
+    spec = equation.replace(" ", "")
+    given, arrow, out = spec.partition("->")
+    terms = given.split(",")
+    if len(terms) != len(shapes):
+        raise owner.error(f"equation {equation!r} has {len(terms)} operand(s) but "
+                          f"{len(shapes)} input(s) were given")
+    letters = set(spec) - set(",->.")
+    if not all(c.isalpha() for c in letters):
+        raise owner.error(f"equation {equation!r} may hold letters, ',', '->' and '...' only")
+    spare = iter(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                 if c not in letters)
+    ell_ndim = 0
+    for term, shape in zip(terms, shapes):
+        if "..." in term:
+            ell_ndim = max(ell_ndim, len(shape) - (len(term) - 3))
+    ell = "".join(next(spare) for _ in range(ell_ndim))
+    written = []
+    for i, (term, shape) in enumerate(zip(terms, shapes)):
+        if "." in term.replace("...", "", 1) or ("." in term and "..." not in term):
+            raise owner.error(f"operand {i} of {equation!r}: '.' only as one '...'")
+        n_ell = len(shape) - (len(term) - 3) if "..." in term else 0
+        full = term.replace("...", ell[ell_ndim - n_ell:]) if "..." in term else term
+        if len(full) != len(shape) or n_ell < 0:
+            raise owner.error(f"operand {i} '{term}' of {equation!r} does not fit input {i} of "
+                              f"shape {shape}")
+        written.append(full)
+    if arrow:
+        out = out.replace("...", ell)
+    else:
+        seen = "".join(written)
+        out = ell + "".join(sorted(c for c in set(seen) - set(ell) if seen.count(c) == 1))
+    if len(set(out)) != len(out) or not set(out) <= set("".join(written)):
+        raise owner.error(f"the output '{out}' of {equation!r} must name each letter once, and "
+                          "only letters of the operands")
+    return written, out
+
+
+class Einsum(Function):
+    """Einstein summation over the inputs (NumPy's rules, without broadcasting sizes).
+    The gradient of an operand is the summation of the output gradient with the other
+    operands, spread over the letters only that operand has and onto its diagonals."""
+
+    def __init__(self, equation: str):
+        self.equation = equation
+
+    def setup(self, inputs):
+        if not inputs:
+            raise self.error("needs at least one input variable, got none")
+        shapes = [x.shape for x in inputs]
+        self.terms, self.out = _einsum_terms(self, self.equation, shapes)
+        sizes: dict[str, int] = {}
+        for i, (term, shape) in enumerate(zip(self.terms, shapes)):
+            for c, n in zip(term, shape):
+                if sizes.setdefault(c, n) != n:
+                    raise self.error(f"the letter {c!r} of {self.equation!r} stands for sizes "
+                                     f"{sizes[c]} and {n} (input {i} of shape {shape}); "
+                                     "each letter needs one size")
+        self.sizes = sizes
+        self.shapes = shapes
+        return [(tuple(sizes[c] for c in self.out), np.result_type(*[x.dtype for x in inputs]))]
+
+    def _spec(self, terms, out: str) -> str:
+        return ",".join(terms) + "->" + out
+
+    def forward(self, xp, xs):
+        return (xp.einsum(self._spec(self.terms, self.out), *xs),)
+
+    def backward(self, xp, xs, ys, gys, need_grads):
+        grads = []
+        for i, need in enumerate(need_grads):
+            if not need:
+                grads.append(None)
+                continue
+            term = self.terms[i]
+            others = [t for j, t in enumerate(self.terms) if j != i]
+            known = set(self.out).union(*others)
+            unique = "".join(dict.fromkeys(term))
+            kept = "".join(c for c in unique if c in known)
+            g = xp.einsum(self._spec([self.out] + others, kept), gys[0],
+                          *[x for j, x in enumerate(xs) if j != i])
+            g = xp.broadcast_to(g.reshape([self.sizes[c] if c in kept else 1 for c in unique]),
+                                tuple(self.sizes[c] for c in unique))
+            grads.append(self._onto_diagonals(xp, g, term, unique).astype(xs[i].dtype, copy=False))
+        return tuple(grads)
+
+    def _onto_diagonals(self, xp, g, term: str, unique: str):
+        """``g`` (over each letter once) placed where ``term`` repeats a letter on its diagonal."""
+        if len(unique) == len(term):
+            return xp.ascontiguousarray(g)
+        spare = iter(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                     if c not in self.sizes)
+        seen, renamed, eyes = set(), [], []
+        for c in term:
+            if c in seen:
+                fresh = next(spare)
+                renamed.append(fresh)
+                eyes.append((c + fresh, xp.eye(self.sizes[c], dtype=g.dtype)))
+            else:
+                seen.add(c)
+                renamed.append(c)
+        spec = ",".join([unique] + [s for s, _ in eyes]) + "->" + "".join(renamed)
+        return xp.einsum(spec, g, *[e for _, e in eyes])
+
+
+def einsum(*x: Variable, **kw) -> Variable:
+    """Einstein summation of the variables by ``equation`` (keyword), e.g.
+    ``F.einsum(a, b, equation="bij,bjk->bik")``."""
+    (equation,) = variadic_keywords("F.einsum", kw, {"equation": ""})
+    return Einsum(equation)(*x)

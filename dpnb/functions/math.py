@@ -18,6 +18,7 @@ from .base import (
     base_axis_of,
     broadcast_shape,
     default_outputs,
+    variadic_keywords,
 )
 from .reduction import sum as reduce_sum
 
@@ -273,15 +274,6 @@ class _NAry(Function):
         return [(shape, np.result_type(*[x.dtype for x in inputs]))]
 
 
-def _only_outputs_keywords(owner: str, kw: dict) -> None:
-    """The keywords a variadic nnabla function takes besides its inputs."""
-    unknown = sorted(set(kw) - {"n_outputs", "outputs"})
-    if unknown:
-        raise argument_error(owner, f"takes the input variables and n_outputs / outputs only, "
-                                    f"got keyword(s) {', '.join(unknown)}")
-    default_outputs(owner, kw.get("n_outputs", -1), kw.get("outputs"))
-
-
 class AddN(_NAry):
     """x[0] + ... + x[n-1]."""
 
@@ -299,7 +291,7 @@ class AddN(_NAry):
 
 def add_n(*x: Variable, **kw) -> Variable:
     """Elementwise sum of one or more variables of one shape."""
-    _only_outputs_keywords("F.add_n", kw)
+    variadic_keywords("F.add_n", kw, {})
     return AddN()(*x)
 
 
@@ -333,7 +325,7 @@ class MulN(_NAry):
 
 def mul_n(*x: Variable, **kw) -> Variable:
     """Elementwise product of one or more variables of one shape."""
-    _only_outputs_keywords("F.mul_n", kw)
+    variadic_keywords("F.mul_n", kw, {})
     return MulN()(*x)
 
 
