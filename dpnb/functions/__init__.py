@@ -7,6 +7,7 @@ import sys as _sys
 from .activation import *  # noqa: F401,F403
 from .array import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
+from .elementary import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .logic import *  # noqa: F401,F403

@@ -14,8 +14,9 @@ import numpy as np
 
 from .. import functions as F
 from ..errors import DpnbError
-from ..functions import (activation, array, attention, indexing, linalg, logic, loss, math, nn,
-                         normalization, pooling, recurrent, reduction, sequence, stochastic)
+from ..functions import (activation, array, attention, elementary, indexing, linalg, logic, loss,
+                         math, nn, normalization, pooling, recurrent, reduction, sequence,
+                         stochastic)
 from ..graph import Function, Variable
 
 Params = dict[str, object]
@@ -394,12 +395,12 @@ _NO_PARAM = [
     ("ATan2", math.Atan2, F.atan2), ("Maximum2", math.Maximum2, F.maximum2),
     ("Minimum2", math.Minimum2, F.minimum2), ("AddN", math.AddN, F.add_n),
     ("MulN", math.MulN, F.mul_n),
-    ("Exp", math.Exp, F.exp), ("Log", math.Log, F.log), ("Abs", math.Abs, F.abs),
-    ("Sin", math.Sin, F.sin), ("Cos", math.Cos, F.cos), ("Tan", math.Tan, F.tan),
-    ("ASin", math.ASin, F.asin), ("ACos", math.ACos, F.acos), ("ATan", math.ATan, F.atan),
-    ("Sinh", math.Sinh, F.sinh), ("Cosh", math.Cosh, F.cosh), ("ASinh", math.ASinh, F.asinh),
-    ("ACosh", math.ACosh, F.acosh), ("ATanh", math.ATanh, F.atanh), ("Sinc", math.Sinc, F.sinc),
-    ("Erf", math.Erf, F.erf), ("ClipGradByValue", math.ClipGradByValue, F.clip_grad_by_value),
+    ("Exp", elementary.Exp, F.exp), ("Log", elementary.Log, F.log), ("Abs", elementary.Abs, F.abs),
+    ("Sin", elementary.Sin, F.sin), ("Cos", elementary.Cos, F.cos), ("Tan", elementary.Tan, F.tan),
+    ("ASin", elementary.ASin, F.asin), ("ACos", elementary.ACos, F.acos), ("ATan", elementary.ATan, F.atan),
+    ("Sinh", elementary.Sinh, F.sinh), ("Cosh", elementary.Cosh, F.cosh), ("ASinh", elementary.ASinh, F.asinh),
+    ("ACosh", elementary.ACosh, F.acosh), ("ATanh", elementary.ATanh, F.atanh), ("Sinc", elementary.Sinc, F.sinc),
+    ("Erf", elementary.Erf, F.erf), ("ClipGradByValue", math.ClipGradByValue, F.clip_grad_by_value),
     ("GlobalAveragePooling", pooling.GlobalAveragePooling, F.global_average_pooling),
     ("BatchInv", linalg.BatchInv, F.batch_inv), ("BatchDet", linalg.BatchDet, F.batch_det),
     ("BatchLogdet", linalg.BatchLogdet, F.batch_logdet),
@@ -545,10 +546,10 @@ _SPECS = [
     FunctionSpec("Mod2", math.Mod2, "mod2_param", _attrs("fmod"), _call(F.mod2, "fmod")),
     FunctionSpec("BitShift", math.BitShift, "bit_shift_param", _attrs("direction"),
                  _call(F.bit_shift, "direction")),
-    FunctionSpec("Floor", math.Floor, "floor_param", _no_params, _unary(F.floor)),
-    FunctionSpec("Ceil", math.Ceil, "ceil_param", _no_params, _unary(F.ceil)),
-    FunctionSpec("Round", math.Round, "round_param", _no_params, _unary(F.round)),
-    FunctionSpec("Sign", math.Sign, "sign_param", _attrs("alpha"), _call(F.sign, "alpha")),
+    FunctionSpec("Floor", elementary.Floor, "floor_param", _no_params, _unary(F.floor)),
+    FunctionSpec("Ceil", elementary.Ceil, "ceil_param", _no_params, _unary(F.ceil)),
+    FunctionSpec("Round", elementary.Round, "round_param", _no_params, _unary(F.round)),
+    FunctionSpec("Sign", elementary.Sign, "sign_param", _attrs("alpha"), _call(F.sign, "alpha")),
     FunctionSpec("ClipGradByNorm", math.ClipGradByNorm, "clip_grad_by_norm_param",
                  _attrs(clip_norm=lambda fn: _none_to(fn.clip_norm, 1.0), axes="reduced"),
                  _call(F.clip_grad_by_norm, "clip_norm", "axes")),
