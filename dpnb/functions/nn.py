@@ -5,6 +5,7 @@ correlation of FlowNet."""
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -71,30 +72,40 @@ def affine(x: Variable, weight: Variable, bias: Variable | None = None,
 
 # -- the geometry shared by convolution and deconvolution ---------------------
 
-def _padded(xp, x, pad):
-    """Channel-first ``x`` (B, C, *spatial) with ``pad`` zeros on both sides of each
-    spatial axis (``x`` itself without padding)."""
-    if not any(pad):
-        return x
-    b, c, *size = x.shape
-    out = xp.zeros((b, c) + tuple(n + 2 * p for n, p in zip(size, pad)), x.dtype)
-    out[(slice(None), slice(None)) + tuple(slice(p, p + n) for p, n in zip(pad, size))] = x
-    return out
+class _Patches:
+    """im2col for channel-first arrays of one shape (B, C, *size): the patch (zero-padded
+    by ``pad``) under each output position, as (B, group, C/group * prod(kernel),
+    prod(out_size)) in the column workspace.  Shapes and strides are worked out once,
+    as they are the same at every call (a small network spends its time on them)."""
 
+    def __init__(self, shape, group: int, kernel, pad, stride, dilation, out_size):
+        (b, c), size = shape[:2], shape[2:]
+        self.padded_shape = ((b, c) + tuple(n + 2 * p for n, p in zip(size, pad))
+                             if any(pad) else None)
+        self.inner = (slice(None), slice(None)) + tuple(slice(p, p + n) for p, n in zip(pad, size))
+        self.group_channels = c // group
+        self.shape = (b, group, c // group) + tuple(kernel) + tuple(out_size)
+        self.matrix_shape = (b, group, c // group * math.prod(kernel), math.prod(out_size))
+        self.dilation, self.stride = dilation, stride
+        self.strides_of: dict[tuple, tuple] = {}  # the input's strides -> the patches'
 
-def _im2col(xp, x, group: int, kernel, pad, stride, dilation, out_size):
-    """The patch of channel-first ``x`` (zero-padded by ``pad``) under each output
-    position, as (B, group, C/group * prod(kernel), prod(out_size)) in the column workspace."""
-    b, c = x.shape[:2]
-    x = _padded(xp, x, pad)
-    cg = c // group
-    s_b, s_c, *s_space = x.strides
-    shape = (b, group, cg) + tuple(kernel) + tuple(out_size)
-    strides = ((s_b, s_c * cg, s_c) + tuple(s * d for s, d in zip(s_space, dilation))
-               + tuple(s * t for s, t in zip(s_space, stride)))
-    columns = workspace(xp, shape, x.dtype)
-    columns[...] = xp.lib.stride_tricks.as_strided(x, shape=shape, strides=strides)
-    return columns.reshape(b, group, cg * int(np.prod(kernel)), int(np.prod(out_size)))
+    def _strides(self, strides: tuple) -> tuple:
+        s_b, s_c, *s_space = strides
+        return ((s_b, s_c * self.group_channels, s_c)
+                + tuple(s * d for s, d in zip(s_space, self.dilation))
+                + tuple(s * t for s, t in zip(s_space, self.stride)))
+
+    def __call__(self, xp, x):
+        if self.padded_shape is not None:
+            padded = xp.zeros(self.padded_shape, x.dtype)
+            padded[self.inner] = x
+            x = padded
+        strides = self.strides_of.get(x.strides)
+        if strides is None:
+            strides = self.strides_of[x.strides] = self._strides(x.strides)
+        columns = workspace(xp, self.shape, x.dtype)
+        columns[...] = xp.lib.stride_tricks.as_strided(x, shape=self.shape, strides=strides)
+        return columns.reshape(self.matrix_shape)
 
 
 class _Geometry:
@@ -115,6 +126,18 @@ class _Geometry:
         self.pointwise = (all(k == 1 for k in kernel) and all(s == 1 for s in stride)
                           and not any(pad))
         self.unit_stride = all(s == 1 for s in stride)
+        self.x_patches = _Patches(self.x_shape, group, kernel, pad, stride, dilation, out_size)
+        if self.unit_stride and not self.pointwise:
+            # For stride 1 the input gradient is a convolution of gy padded by d (k - 1) - p;
+            # a pad beyond the kernel's reach leaves border outputs that see only zeros:
+            # they are cropped.
+            gy_pads = tuple(d * (k - 1) - p for d, k, p in zip(dilation, kernel, pad))
+            self.gy_crop = (Ellipsis,) + tuple(slice(max(-q, 0), n - max(-q, 0))
+                                               for q, n in zip(gy_pads, self.out_size))
+            cropped = tuple(n - 2 * max(-q, 0) for q, n in zip(gy_pads, self.out_size))
+            self.gy_patches = _Patches((batch, out_channels) + cropped, group, kernel,
+                                       tuple(max(q, 0) for q in gy_pads), stride, dilation,
+                                       self.size)
 
     def weight_matrix(self, w):
         """The weight as (group, OC/group, C/group * prod(kernel))."""
@@ -126,18 +149,14 @@ class _Geometry:
         x = x.reshape(self.x_shape)
         if self.pointwise:
             return x.reshape(b, g, c // g, -1)
-        return _im2col(xp, x, g, self.kernel, self.pad, self.stride, self.dilation, self.out_size)
+        return self.x_patches(xp, x)
 
     def output_grad_columns(self, xp, gy):
         """For stride 1, the columns of gy padded by d (k - 1) - p: (B, group, OC/group * K,
         prod(size)).  The input gradient is their product with the flipped weight (a
         convolution), the weight gradient the batch sum of the input's product with them."""
-        pads = tuple(d * (k - 1) - p for d, k, p in zip(self.dilation, self.kernel, self.pad))
-        # A pad beyond the kernel's reach leaves border outputs that see only zeros: crop them.
-        crop = tuple(slice(max(-q, 0), n - max(-q, 0)) for q, n in zip(pads, self.out_size))
-        gy = gy.reshape((self.batch, self.out_channels) + self.out_size)[(Ellipsis,) + crop]
-        return _im2col(xp, gy, self.group, self.kernel, tuple(max(q, 0) for q in pads),
-                       self.stride, self.dilation, self.size)
+        gy = gy.reshape((self.batch, self.out_channels) + self.out_size)[self.gy_crop]
+        return self.gy_patches(xp, gy)
 
     def flip(self, a):
         """(group * m, n, *kernel) as (group, n, m * K) with the kernel reversed: the weight

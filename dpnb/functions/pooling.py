@@ -140,7 +140,7 @@ class MaxPooling(Function):
         windows = win.offsets()
         _, first = next(windows)
         y = x[first].copy()
-        count = int(np.prod(win.kernel))
+        count = math.prod(win.kernel)
         numbers = xp.arange(count, dtype=np.min_scalar_type(count - 1))
         self.argmax = xp.zeros(y.shape, numbers.dtype)
         for number, index in windows:
@@ -327,7 +327,7 @@ class GlobalAveragePooling(Function):
 
     def backward(self, xp, xs, ys, gys, need_grads):
         b, c = self.x_shape[:2]
-        count = int(np.prod(self.x_shape[2:]))
+        count = math.prod(self.x_shape[2:])
         gx = xp.broadcast_to(gys[0].reshape(b, c, 1) / gys[0].dtype.type(count), (b, c, count))
         return (gx.reshape(self.x_shape),)
 

@@ -3,6 +3,7 @@ sum and product, sorting and top-k selection, nnabla's older whole-array reducti
 (reduce_sum, reduce_mean, reduce), and the searches searchsorted and unique."""
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 
@@ -42,7 +43,7 @@ class Mean(Reduction):
         return (xs[0].mean(axis=self.axes, keepdims=self.keepdims),)
 
     def backward(self, xp, xs, ys, gys, need_grads):
-        count = int(np.prod([self.in_shape[a] for a in self.axes], dtype=np.int64))
+        count = math.prod(self.in_shape[a] for a in self.axes)
         return (self.spread(xp, gys[0]) / count,)
 
 
