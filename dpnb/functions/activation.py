@@ -12,14 +12,16 @@ __all__ = ["relu", "elu", "leaky_relu", "tanh", "sigmoid", "softmax", "log_softm
            "log_sigmoid", "hard_sigmoid", "hard_tanh", "tanh_shrink", "prelu"]
 
 
-def _sigmoid(xp, x):
-    """1 / (1 + exp(-x)) without overflow: exp is taken of -|x| only."""
+def logistic(xp, x):
+    """1 / (1 + exp(-x)) of an array, without overflow: exp is taken of -|x| only (also
+    what the sigmoid losses compute with)."""
     e = xp.exp(-xp.abs(x))
     return xp.where(x >= 0, 1, e) / (1 + e)
 
 
-def _log_softmax(xp, x, axis: int):
-    """log softmax(x) along ``axis``, shifted by the maximum so that exp cannot overflow."""
+def log_softmax_of(xp, x, axis: int):
+    """log softmax(x) of an array along ``axis``, shifted by the maximum so that exp
+    cannot overflow (also what the softmax losses compute with)."""
     shifted = x - x.max(axis=axis, keepdims=True)
     return shifted - xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))
 
@@ -113,7 +115,7 @@ class Sigmoid(Unary):
     grad_depends_on_outputs = True
 
     def forward(self, xp, xs):
-        return (_sigmoid(xp, xs[0]),)
+        return (logistic(xp, xs[0]),)
 
     def backward(self, xp, xs, ys, gys, need_grads):
         (y,) = ys
@@ -167,7 +169,7 @@ class LogSoftmax(_AlongAxis):
     grad_depends_on_outputs = True
 
     def forward(self, xp, xs):
-        return (_log_softmax(xp, xs[0], self.axis),)
+        return (log_softmax_of(xp, xs[0], self.axis),)
 
     def backward(self, xp, xs, ys, gys, need_grads):
         (y,), (gy,) = ys, gys
@@ -325,7 +327,7 @@ class Mish(Unary):
     def backward(self, xp, xs, ys, gys, need_grads):
         (x,), (gy,) = xs, gys
         t = xp.tanh(_softplus(xp, x))
-        return (gy * (t + x * (1 - t * t) * _sigmoid(xp, x)),)
+        return (gy * (t + x * (1 - t * t) * logistic(xp, x)),)
 
 
 def mish(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
@@ -339,11 +341,11 @@ class Swish(Unary):
 
     def forward(self, xp, xs):
         (x,) = xs
-        return (x * _sigmoid(xp, x),)
+        return (x * logistic(xp, x),)
 
     def backward(self, xp, xs, ys, gys, need_grads):
         (x,), (gy,) = xs, gys
-        s = _sigmoid(xp, x)
+        s = logistic(xp, x)
         return (gy * s * (1 + x * (1 - s)),)
 
 
@@ -369,7 +371,7 @@ class Softplus(Unary):
         return (_softplus(xp, self.beta * xs[0]) / self.beta,)
 
     def backward(self, xp, xs, ys, gys, need_grads):
-        return (gys[0] * _sigmoid(xp, self.beta * xs[0]),)
+        return (gys[0] * logistic(xp, self.beta * xs[0]),)
 
 
 def softplus(x: Variable, beta: float = 1.0, n_outputs: int = -1, outputs=None) -> Variable:
@@ -403,7 +405,7 @@ class LogSigmoid(Unary):
         return (-_softplus(xp, -xs[0]),)
 
     def backward(self, xp, xs, ys, gys, need_grads):
-        return (gys[0] * _sigmoid(xp, -xs[0]),)
+        return (gys[0] * logistic(xp, -xs[0]),)
 
 
 def log_sigmoid(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import Function, Variable
-from .activation import _log_softmax, _sigmoid
+from .activation import log_softmax_of, logistic
 from .base import Binary, base_axis_of, default_outputs, one_axis
 
 __all__ = ["softmax_cross_entropy", "sigmoid_cross_entropy", "squared_error", "top_n_error",
@@ -49,13 +49,13 @@ class SoftmaxCrossEntropy(_Labelled):
     def forward(self, xp, xs):
         x, t = xs
         labels = self._labels(t, x.shape[self.axis])
-        return (-xp.take_along_axis(_log_softmax(xp, x, self.axis), labels, axis=self.axis),)
+        return (-xp.take_along_axis(log_softmax_of(xp, x, self.axis), labels, axis=self.axis),)
 
     def backward(self, xp, xs, ys, gys, need_grads):
         (x, t), (gy,) = xs, gys
         if not need_grads[0]:
             return (None, None)
-        p = xp.exp(_log_softmax(xp, x, self.axis))
+        p = xp.exp(log_softmax_of(xp, x, self.axis))
         classes = xp.arange(x.shape[self.axis]).reshape(
             tuple(-1 if a == self.axis else 1 for a in range(x.ndim)))
         return (gy * (p - (classes == t.astype(np.int64))), None)
@@ -119,7 +119,7 @@ class SigmoidCrossEntropy(Function):
         (x, t), (gy,) = xs, gys
         if not need_grads[0]:
             return (None, None)
-        return (gy * (_sigmoid(xp, x) - t), None)
+        return (gy * (logistic(xp, x) - t), None)
 
 
 def sigmoid_cross_entropy(x: Variable, target: Variable,
