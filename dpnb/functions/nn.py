@@ -386,7 +386,18 @@ def convolution(x: Variable, weight: Variable, bias: Variable | None = None, bas
     return Convolution(base_axis, pad, stride, dilation, group, channel_last)(*inputs)
 
 
-class DepthwiseConvolution(Convolution):
+class _Depthwise:
+    """The weight layout of the depthwise forms: (C * multiplier, *kernel) or (C, *kernel),
+    one input channel per group, so the per-group input-channel axis is left out."""
+
+    def filter_ndim(self, n: int) -> int:
+        return n + 1
+
+    def filter_first(self, w_shape):
+        return (w_shape[0], 1) + w_shape[1:]
+
+
+class DepthwiseConvolution(_Depthwise, Convolution):
     """Each input channel convolved with ``multiplier`` kernels of its own: weight
     (C * multiplier, *kernel), output channel c * multiplier + j from input channel c."""
 
@@ -396,12 +407,6 @@ class DepthwiseConvolution(Convolution):
 
     def filter_shape_text(self) -> str:
         return "(C * multiplier, *kernel)"
-
-    def filter_ndim(self, n: int) -> int:
-        return n + 1
-
-    def filter_first(self, w_shape):
-        return (w_shape[0], 1) + w_shape[1:]
 
     def set_group(self, channels: int, w_first) -> int:
         m = self.multiplier
@@ -513,7 +518,7 @@ def deconvolution(x: Variable, weight: Variable, bias: Variable | None = None,
                          output_padding)(*inputs)
 
 
-class DepthwiseDeconvolution(Deconvolution):
+class DepthwiseDeconvolution(_Depthwise, Deconvolution):
     """The transpose of a depthwise convolution: weight (C, *kernel); each group of
     ``divisor`` input channels sums into one output channel."""
 
@@ -523,12 +528,6 @@ class DepthwiseDeconvolution(Deconvolution):
 
     def filter_shape_text(self) -> str:
         return "(C, *kernel)"
-
-    def filter_ndim(self, n: int) -> int:
-        return n + 1
-
-    def filter_first(self, w_shape):
-        return (w_shape[0], 1) + w_shape[1:]
 
     def set_group(self, channels: int, w_first) -> int:
         d = self.divisor
