@@ -32,6 +32,7 @@ class FlatStorage:
         self._grad = xp.zeros(0, self.dtype)
         self._members: list[tuple[Variable, int]] = []
         self._offsets: dict[int, int] = {}  # id(NdArray) -> offset, for data and grad handles
+        self._grad_handles: set[int] = set()
 
     @property
     def data(self):
@@ -57,6 +58,7 @@ class FlatStorage:
         self._members.append((var, offset))
         self._offsets[id(var.data)] = offset
         self._offsets[id(var.grad)] = offset
+        self._grad_handles.add(id(var.grad))
         var.data.pin()
         var.grad.pin()
         self._point(var, offset)
@@ -65,6 +67,13 @@ class FlatStorage:
     def offset_of(self, ndarray: NdArray) -> int | None:
         """Element offset of a parameter's data or gradient handle, or None if not here."""
         return self._offsets.get(id(ndarray))
+
+    def kind_of(self, ndarray: NdArray) -> str | None:
+        """Which flat buffer (``"data"`` or ``"grad"``) a parameter's handle views, or
+        None if the handle is not here: lets a communicator fuse the handles it is given."""
+        if id(ndarray) not in self._offsets:
+            return None
+        return "grad" if id(ndarray) in self._grad_handles else "data"
 
     def _grow(self, needed: int) -> None:
         capacity = max(_MIN_CAPACITY, needed, 2 * self._data.size)
