@@ -10,3 +10,21 @@ class ExtensionUnavailableError(DpnbError, ImportError):
     """An extension ("cuda", "cudnn") this machine cannot run: an ImportError too,
     as nnabla raises where the extension is not installed, so that programs'
     ``except ImportError`` fallbacks to the CPU work unchanged."""
+
+
+class CommunicatorError(DpnbError):
+    """A collective failed; the communicator is left broken."""
+
+
+class CommunicatorTimeout(CommunicatorError):
+    """A collective did not finish within the communicator's timeout."""
+
+
+class CommunicatorInterrupted(CommunicatorError, KeyboardInterrupt):
+    """Ctrl-C or ipyparallel's interrupt arrived while a collective was waiting.
+
+    It is also a ``KeyboardInterrupt``, so code that stops on Ctrl-C still does."""
+
+
+class AgreementError(DpnbError):
+    """The ranks of a group called different collectives, or passed different arrays."""

@@ -2,16 +2,16 @@
 
 ``C.MultiProcessCommunicator(ctx)`` runs collectives between the processes of
 an MPI job (one per device), with nnabla's API: over MPI, and over NCCL for
-GPU arrays where CuPy has it."""
-from .agreement import AgreementError
-from .callback import AllReduceCallback
+GPU arrays where CuPy has it.  ``comm.gradient_reducer(solver)`` owns the
+exchange of a solver's gradients."""
+from ..errors import AgreementError, CommunicatorError, CommunicatorInterrupted, CommunicatorTimeout
 from .communicator import (MultiProcessCommunicator, MultiProcessDataParalellCommunicator,
                            MultiProcessDataParallelCommunicator)
 from .mpiexec import find_mpiexec
-from .wait import CommunicatorError, CommunicatorInterrupted, CommunicatorTimeout
+from .reducer import GradientReducer
 
 __all__ = [
-    "AgreementError", "AllReduceCallback", "CommunicatorError", "CommunicatorInterrupted",
-    "CommunicatorTimeout", "MultiProcessCommunicator", "MultiProcessDataParalellCommunicator",
+    "AgreementError", "CommunicatorError", "CommunicatorInterrupted", "CommunicatorTimeout",
+    "GradientReducer", "MultiProcessCommunicator", "MultiProcessDataParalellCommunicator",
     "MultiProcessDataParallelCommunicator", "find_mpiexec",
 ]

@@ -13,17 +13,13 @@ import hashlib
 
 import numpy as np
 
-from ..errors import DpnbError
+from ..errors import AgreementError
 
 _MAGIC = 0x64706E62  # "dpnb": tells our check from foreign traffic on the same communicator
 OPERATIONS = ("barrier", "all_reduce", "reduce", "bcast", "all_gather", "reduce_scatter",
               "all_reduce_callback")
 _FIELDS = ("protocol", "operation", "group", "array count", "root", "division",
            "total elements", "bucket size", "dtypes and shapes")
-
-
-class AgreementError(DpnbError):
-    """The ranks of a group called different collectives, or passed different arrays."""
 
 
 def stable_hash(value) -> int:

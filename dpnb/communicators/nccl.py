@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .collective import Collective
+
 _UNIQUE_ID_BYTES = 128
 _TYPES = {"float16": "NCCL_FLOAT16", "float32": "NCCL_FLOAT32", "float64": "NCCL_FLOAT64",
           "int32": "NCCL_INT32", "int64": "NCCL_INT64"}
@@ -31,13 +33,13 @@ def nccl_module():
 class NcclGroup:
     """An NCCL communicator over the members of one group, on this process's GPU."""
 
-    def __init__(self, nccl, group, wait, what):
+    def __init__(self, nccl, group, guard, what):
         import cupy
 
         unique_id = np.zeros(_UNIQUE_ID_BYTES, np.int64)
         if group.rank == 0:
             unique_id[:] = nccl.get_unique_id()
-        wait([group.comm.Ibcast(unique_id, root=0)], what)
+        guard.wait([group.comm.Ibcast(unique_id, root=0)], what)
         self.comm = nccl.NcclCommunicator(group.size, tuple(int(v) for v in unique_id),
                                           group.rank)
         self.stream = cupy.cuda.Stream(non_blocking=True)
@@ -45,26 +47,46 @@ class NcclGroup:
                         if nccl.get_version() >= _AVERAGE_SINCE else None)
 
 
-class NcclPipeline:
-    """Issues the chunks of one operation as NCCL calls; same interface as
-    ``mpi.Pipeline``: ``pump`` issues without waiting, ``drain`` issues the rest
-    and waits for all of it."""
+class NcclTransport:
+    """Collectives of CuPy arrays over NCCL; the NCCL communicator of a group is
+    made on its first use, by every member at the same call."""
 
-    def __init__(self, comm, nccl, nccl_group: NcclGroup, group, operation: str, root: int,
-                 division: bool):
-        self.comm = comm
+    def __init__(self, exchange, nccl, device_id: int):
+        self.exchange = exchange
+        self.nccl = nccl
+        self.device_id = device_id
+        self._groups: dict[str, NcclGroup] = {}
+
+    def group(self, group) -> NcclGroup:
+        nccl_group = self._groups.get(group.name)
+        if nccl_group is None:
+            import cupy
+
+            cupy.cuda.Device(self.device_id).use()
+            nccl_group = self._groups[group.name] = NcclGroup(
+                self.nccl, group, self.exchange.guard,
+                lambda: self.exchange.describe("NCCL set-up", group))
+        return nccl_group
+
+    def pipeline(self, group, collective: Collective) -> "NcclPipeline":
+        return NcclPipeline(self.exchange, self.nccl, self.group(group), group, collective)
+
+
+class NcclPipeline:
+    """Issues the chunks of one collective as NCCL calls; the pipeline interface
+    of the MPI transport: ``pump`` issues without waiting, ``drain`` issues the
+    rest and waits for all of it."""
+
+    def __init__(self, exchange, nccl, nccl_group: NcclGroup, group, collective: Collective):
+        self.exchange = exchange
         self.nccl = nccl
         self.nccl_group = nccl_group
         self.group = group
-        self.operation = operation
-        self.root = root
-        me = group.rank
-        receives = (operation == "all_reduce" or (operation == "reduce" and me == root)
-                    or (operation == "bcast" and me != root))
+        self.collective = collective
         self.op = nccl.NCCL_SUM
-        self.divide = division and receives
-        if division and nccl_group.average is not None:
-            self.op, self.divide = nccl_group.average, False
+        self.divisor = collective.divisor
+        if collective.divisor is not None and nccl_group.average is not None:
+            self.op, self.divisor = nccl_group.average, None
         self.queue: list = []
         self.issued: list = []
         self.done = None  # event recorded after the last issued call
@@ -83,23 +105,22 @@ class NcclPipeline:
         chunks, self.queue = self.queue, []
         stream = self.nccl_group.stream
         stream.wait_event(cupy.cuda.get_current_stream().record())  # the gradients are ready
-        nccl, comm = self.nccl, self.nccl_group.comm
+        nccl, comm, c = self.nccl, self.nccl_group.comm, self.collective
         nccl.groupStart()
         try:
             for chunk in chunks:
                 view = chunk.view
                 dtype = getattr(nccl, _TYPES[view.dtype.name])
                 pointer = view.data.ptr
-                if self.operation == "all_reduce":
+                if c.operation == "all_reduce":
                     comm.allReduce(pointer, pointer, view.size, dtype, self.op, stream.ptr)
-                elif self.operation == "reduce":
-                    comm.reduce(pointer, pointer, view.size, dtype, self.op, self.root,
-                                stream.ptr)
+                elif c.operation == "reduce":
+                    comm.reduce(pointer, pointer, view.size, dtype, self.op, c.root, stream.ptr)
                 else:
-                    comm.bcast(pointer, view.size, dtype, self.root, stream.ptr)
+                    comm.bcast(pointer, view.size, dtype, c.root, stream.ptr)
         finally:
             nccl.groupEnd()
-        self.comm.collectives_issued += len(chunks)
+        self.exchange.collectives_issued += len(chunks)
         self.issued.extend(chunks)
         self.done = stream.record()
 
@@ -107,14 +128,19 @@ class NcclPipeline:
         self.pump()
         if self.done is None:
             return
-        done = self.done
-        try:
-            self.comm._wait_until(lambda: done.done,
-                                  lambda: self.comm._describe(self.operation, self.group))
-        except BaseException:
-            self.nccl_group.comm.abort()
-            raise
-        if self.divide:
+        wait_on_stream(self.exchange, self.nccl_group, self.done,
+                       lambda: self.exchange.describe(self.collective.operation, self.group))
+        if self.divisor is not None:
             for chunk in self.issued:
-                chunk.view /= self.group.size
+                chunk.view /= self.divisor
         self.issued, self.done = [], None
+
+
+def wait_on_stream(exchange, nccl_group: NcclGroup, done, what) -> None:
+    """Wait (interruptibly, with the timeout) for the event ``done``; a failed wait
+    aborts the NCCL communicator, whose kernels would otherwise spin forever."""
+    try:
+        exchange.guard.wait_until(lambda: done.done, what)
+    except BaseException:
+        nccl_group.comm.abort()
+        raise

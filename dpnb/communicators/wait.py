@@ -9,13 +9,17 @@ the core now and then (as MPICH's own waits do) so that a rank sharing it can
 progress, and only once the other ranks are clearly absent does it sleep, a
 few milliseconds at most.  Python handles signals between polls, so SIGINT
 raises at once, and a deadline is checked.
+
+``Guard`` is the one place that waits for a communicator: a failure there (or
+anything raised while data collectives are under way) leaves the ranks out of
+step, so it marks the communicator broken and keeps the abandoned requests.
 """
 from __future__ import annotations
 
 import os
 import time
 
-from ..errors import DpnbError
+from ..errors import CommunicatorError, CommunicatorInterrupted, CommunicatorTimeout, DpnbError
 
 DEFAULT_TIMEOUT = 600.0
 # While polling, give the core away this often, as MPICH's own waits do: a rank
@@ -25,20 +29,6 @@ _YIELD_EVERY = 200e-6
 _POLL_SECONDS = 0.5     # poll this long, then sleep between polls
 _FIRST_SLEEP = 50e-6
 _MAX_SLEEP = 5e-3       # the longest sleep between polls
-
-
-class CommunicatorError(DpnbError):
-    """A collective failed; the communicator is left broken."""
-
-
-class CommunicatorTimeout(CommunicatorError):
-    """A collective did not finish within the communicator's timeout."""
-
-
-class CommunicatorInterrupted(CommunicatorError, KeyboardInterrupt):
-    """Ctrl-C or ipyparallel's interrupt arrived while a collective was waiting.
-
-    It is also a ``KeyboardInterrupt``, so code that stops on Ctrl-C still does."""
 
 
 def timeout_from_env() -> float:
@@ -53,13 +43,6 @@ def timeout_from_env() -> float:
     if not value > 0:
         raise DpnbError(f"DPNB_COMM_TIMEOUT must be a positive number of seconds, got {raw!r}")
     return value
-
-
-def wait_all(requests: list, timeout: float, what) -> None:
-    """Wait until every MPI request is complete; see ``wait_until``."""
-    from mpi4py import MPI
-
-    wait_until(lambda: MPI.Request.Testall(requests), timeout, what)
 
 
 def wait_until(done, timeout: float, what) -> None:
@@ -93,3 +76,61 @@ def wait_until(done, timeout: float, what) -> None:
             raise
         raise CommunicatorInterrupted(
             f"{what()}: interrupted while waiting for the other ranks") from e
+
+
+class Guard:
+    """Waits for one communicator's collectives, with its timeout, and remembers
+    that it is broken once a wait (or a step of a pipeline) has failed."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+        self.broken: str | None = None
+        self._abandoned: list = []  # requests a failure left pending (MPI may still use them)
+
+    @property
+    def timeout(self) -> float:
+        """Seconds a collective may wait for the other ranks before failing."""
+        return self._timeout
+
+    @timeout.setter
+    def timeout(self, seconds: float) -> None:
+        if not float(seconds) > 0:
+            raise DpnbError(f"comm.timeout must be a positive number of seconds, got {seconds!r}")
+        self._timeout = float(seconds)
+
+    def check_usable(self) -> None:
+        """Raise if an earlier collective failed."""
+        if self.broken is not None:
+            raise CommunicatorError(
+                f"this communicator is broken: an earlier collective failed ({self.broken}). "
+                "Its ranks are out of step and cannot be matched up again: restart the engines "
+                "(e.g. `%dpnb restart` or cluster.restart()) and create a new communicator")
+
+    def wait(self, requests: list, what) -> None:
+        """Wait for MPI ``requests``; ``what()`` names the operation for errors."""
+        from mpi4py import MPI
+
+        self.wait_until(lambda: MPI.Request.Testall(requests), what, requests)
+
+    def wait_until(self, done, what, requests: list = ()) -> None:
+        """Wait until ``done()``; a failure marks the communicator broken."""
+        try:
+            wait_until(done, self.timeout, what)
+        except CommunicatorError as e:
+            self.mark_broken(e, list(requests))
+            raise
+
+    def run(self, step, pending) -> None:
+        """Run ``step()`` (a pipeline's pump or drain).  Once data collectives are
+        under way any failure, an interrupt while packing too, breaks the
+        communicator; ``pending()`` lists the MPI requests then left in flight."""
+        try:
+            step()
+        except BaseException as e:
+            self.mark_broken(e, pending())
+            raise
+
+    def mark_broken(self, error: BaseException, requests: list) -> None:
+        self._abandoned.extend(requests)
+        if self.broken is None:
+            self.broken = str(error) or type(error).__name__

@@ -8,7 +8,7 @@ from rankcheck import Checks, guarded, rank_data
 
 import dpnb as nn
 import dpnb.communicators as C
-from dpnb.communicators.mpi import DEFAULT_BUCKET_BYTES, DEFAULT_SEGMENT_BYTES
+from dpnb.communicators.plan import DEFAULT_BUCKET_BYTES, DEFAULT_SEGMENT_BYTES
 from dpnb.errors import DpnbError
 
 SHAPES = [(3, 4), (70000,), (5,), (2, 3, 4), (1,)]  # one over the direct-reduction threshold
@@ -77,10 +77,16 @@ def check_flat_storage(comm, ok: Checks, n: int, r: int) -> None:
         ok.close(p.g, exp, f"flat-storage gradient {i}")
     mine = b"".join(p.g.tobytes() for p in params)
     ok.true(len(set(MPI.COMM_WORLD.allgather(mine))) == 1, "gradients differ between ranks")
-    # storage split in two stretches (order broken in the middle): two collectives
+    # out of storage order (broken in the middle): still fused, one collective, right sums
+    for p, g in zip(params, grads):
+        p.g = g
     before = comm.collectives_issued
     comm.all_reduce([p.grad for p in params[3:]] + [p.grad for p in params[:3]])
-    ok.true(comm.collectives_issued - before == 2, "two stretches should take two collectives")
+    ok.true(comm.collectives_issued - before == 1,
+            "gradients out of storage order should still take one collective")
+    for i, p in enumerate(params):
+        exp = sum(rank_data(k, 50 + i, p.shape, np.float32) for k in range(n))
+        ok.close(p.g, exp, f"out-of-order flat-storage gradient {i}")
     # bcast of every parameter from rank 0 (data handles, one stretch)
     for i, p in enumerate(params):
         p.d = rank_data(r, 60 + i, p.shape, np.float32)

@@ -21,7 +21,7 @@ def main() -> None:
     comm.init()
     n, r = comm.size, comm.rank
     ok = Checks(r)
-    ok.true(comm._nccl is not None, "NCCL is not available to CuPy here")
+    ok.true(comm.uses_nccl, "NCCL is not available to CuPy here")
     ctx = get_extension_context("cudnn", device_id=comm.ctx.device_id)
     for dtype in (np.float32, np.float64):
         for division in (False, True):

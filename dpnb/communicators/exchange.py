@@ -1,0 +1,231 @@
+"""The machinery every data collective of a communicator goes through: plans
+(cached by what identifies an exchange), the agreement check, the transports
+(MPI, NCCL) and the guard that waits and marks the communicator broken.
+
+The communicator's nnabla methods and the gradient reducer both use it, so
+neither reaches into the other."""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import operator
+
+import numpy as np
+
+from ..context import array_module_of
+from ..errors import DpnbError
+from ..graph import Variable
+from ..ndarray import NdArray
+from . import agreement
+from .agreement import Call
+from .collective import Collective
+from .mpi import MpiTransport
+from .plan import STAGE_DTYPES, Plan, Stager, address, pieces_of_list
+from .wait import Guard
+
+logger = logging.getLogger("dpnb.communicators")
+
+PLAN_CACHE_SIZE = 256     # prepared exchanges kept, one per list of arrays
+PLAN_CACHE_BYTES = 256 << 20  # plain arrays the cache may keep alive, at most
+_DATA = operator.attrgetter("data")
+
+
+@dataclasses.dataclass
+class Group:
+    """A named set of world ranks and, on its members, their MPI communicator."""
+
+    name: str
+    ranks: list[int]
+    comm: object | None  # None on ranks outside the group
+    rank: int = -1       # this process's rank within the group
+
+    @property
+    def size(self) -> int:
+        return len(self.ranks)
+
+
+class ListSource:
+    """The items of a caller's list, and how to tell that they are still where a
+    plan found them: flat storage moves when it grows, other handles may be rebound."""
+
+    def __init__(self, objs: list, operation: str):
+        self.objs = objs  # held, so that the ids in the cache key stay theirs
+        self.arrays, self.handles = resolve(objs, operation)
+        self._stored: list = []
+        self._loose: list = []
+
+    def pieces(self) -> list:
+        self.arrays = [h.data if h is not None else a for a, h in zip(self.arrays, self.handles)]
+        pieces = pieces_of_list(self.arrays, self.handles)
+        self._stored = list({p.buffer: p.flat for p in pieces if p.buffer is not None}.values())
+        self._loose = [(p.handle, p.view) for p in pieces if p.buffer is None
+                       and p.handle is not None]
+        self._loose_handles = [h for h, _ in self._loose]
+        self._loose_arrays = [h.data for h in self._loose_handles]
+        return pieces
+
+    def fingerprint(self) -> tuple:
+        """Changes when any item's memory moved."""
+        moved = not all(map(operator.is_, map(_DATA, self._loose_handles), self._loose_arrays))
+        return (moved, tuple(address(flat) for flat in self._stored))
+
+
+class Prepared:
+    """The plan for one source of arrays, made again (once) when they move."""
+
+    def __init__(self, exchange: "Exchange", source, nccl: bool = True):
+        self.exchange = exchange
+        self.source = source
+        self.nccl = nccl
+        self._plan: Plan | None = None
+        self._fingerprint = None
+
+    def plan(self) -> Plan:
+        settings = (self.exchange.segment_bytes, self.exchange.bucket_bytes)
+        if self._plan is not None:
+            fingerprint = (self.source.fingerprint(), settings)
+            if fingerprint == self._fingerprint:
+                return self._plan
+        self._plan = self.exchange.build_plan(self.source.pieces(), self.nccl)
+        self._fingerprint = (self.source.fingerprint(), settings)
+        return self._plan
+
+
+class Exchange:
+    """Plans, agreement, transports and waiting for one communicator.
+
+    ``collectives_issued`` counts the data collectives handed to a transport and
+    ``plans_built`` the plans made (a cache miss, or arrays that moved)."""
+
+    def __init__(self, timeout: float, check_agreement: bool, segment_bytes: int,
+                 bucket_bytes: int):
+        self.guard = Guard(timeout)
+        self.check_agreement = check_agreement
+        self.segment_bytes = segment_bytes
+        self.bucket_bytes = bucket_bytes
+        self.stager = Stager()
+        self.collectives_issued = 0
+        self.plans_built = 0
+        self.world_rank = -1
+        self.mpi = MpiTransport(self)
+        self.nccl = None          # an NcclTransport, for a GPU context where NCCL is available
+        self.cuda_aware_mpi = False
+        self._warned_gpu_path = False
+        self._prepared: collections.OrderedDict = collections.OrderedDict()
+        self._prepared_bytes = 0
+
+    # -- plans ------------------------------------------------------------------
+    def build_plan(self, pieces: list, nccl: bool = True) -> Plan:
+        """A plan for ``pieces``: for NCCL where ``nccl`` allows, NCCL is in use and
+        every array is on the GPU."""
+        on_gpu = [not isinstance(p.view, np.ndarray) for p in pieces]
+        device = nccl and self.nccl is not None and all(on_gpu)
+        direct_gpu = any(on_gpu) and not device and self.cuda_aware_mpi
+        if any(on_gpu) and not device:
+            self.warn_slower_gpu_path("CUDA-aware MPI" if direct_gpu else
+                                      "host memory over MPI (the MPI library is not CUDA-aware)")
+        self.plans_built += 1
+        return Plan(pieces, self.segment_bytes, self.bucket_bytes, device, direct_gpu)
+
+    def prepared(self, objs: list, operation: str) -> Prepared:
+        """The cached exchange of exactly these objects (held by the cache, so their
+        ids cannot be reused); made, with its arguments checked, on first use."""
+        key = tuple(map(id, objs))
+        found = self._prepared.get(key)
+        if found is not None:
+            self._prepared.move_to_end(key)
+            return found
+        found = self._prepared[key] = Prepared(self, ListSource(objs, operation))
+        self._prepared_bytes += _plain_bytes(found.source)
+        while len(self._prepared) > 1 and (len(self._prepared) > PLAN_CACHE_SIZE
+                                           or self._prepared_bytes > PLAN_CACHE_BYTES):
+            _, dropped = self._prepared.popitem(last=False)
+            self._prepared_bytes -= _plain_bytes(dropped.source)
+        return found
+
+    # -- running ------------------------------------------------------------------
+    def agree(self, group: Group, call: Call) -> bool:
+        """Whether the ranks' memory layouts agree too; raises on any other mismatch."""
+        if not self.check_agreement:
+            return True
+        return agreement.agree(group, call, self.guard.wait,
+                               lambda: self.describe(call.operation, group) + ", agreement check")
+
+    def pipeline(self, group: Group, collective: Collective, device: bool):
+        """A pipeline of the transport for a plan: NCCL for a device plan, else MPI."""
+        return (self.nccl if device else self.mpi).pipeline(group, collective)
+
+    def execute(self, group: Group, plan: Plan, operation: str, root: int,
+                division: bool) -> None:
+        """Run ``operation`` on the arrays of ``plan`` after the agreement check."""
+        chunks = plan.chunks
+        if self.check_agreement and not self.agree(group, plan.call(operation, group.name,
+                                                                    root, division)):
+            chunks = plan.canonical()
+        pipeline = self.pipeline(group, Collective.of(operation, group.rank, group.size, root,
+                                                      division), plan.device)
+        pipeline.add(chunks)
+        self.guard.run(pipeline.drain, pipeline.pending_requests)
+
+    def wait(self, group: Group, operation: str, request) -> None:
+        """Wait for one data collective issued outside a pipeline."""
+        self.collectives_issued += 1
+        self.guard.wait([request], lambda: self.describe(operation, group))
+
+    def describe(self, operation: str, group: Group) -> str:
+        return (f"{operation} on group {group.name!r} (rank {group.rank} of {group.size} in "
+                f"the group, world rank {self.world_rank})")
+
+    def warn_slower_gpu_path(self, path: str) -> None:
+        """Say once which slower path GPU arrays take."""
+        if not self._warned_gpu_path:
+            self._warned_gpu_path = True
+            logger.warning(f"the communicator moves these GPU arrays through {path}, which is "
+                           "slower than NCCL: NCCL needs a GPU context "
+                           "(get_extension_context('cudnn')), CuPy with NCCL, and every array "
+                           "of a call on the GPU")
+
+
+def _plain_bytes(source: ListSource) -> int:
+    return sum(a.nbytes for a, h in zip(source.arrays, source.handles) if h is None)
+
+
+def resolve(objs: list, operation: str) -> tuple[list, list]:
+    """The backing arrays of ``objs`` and their NdArray handles (None for plain
+    arrays), checked: supported dtype, C-contiguous, writable."""
+    arrays, handles = [], []
+    for i, obj in enumerate(objs):
+        if isinstance(obj, NdArray):
+            handle, array = obj, obj.data
+        elif isinstance(obj, Variable):
+            raise DpnbError(f"{operation}: item {i} is a Variable; pass its gradient or data "
+                            "handle (x.grad or x.data)")
+        elif isinstance(obj, np.ndarray) or (hasattr(obj, "__cuda_array_interface__")
+                                             and array_module_of(obj) is not np):
+            handle, array = None, obj
+        else:
+            raise DpnbError(f"{operation}: item {i} is a {type(obj).__name__}; expected an "
+                            "NdArray (e.g. x.grad) or a NumPy/CuPy array")
+        if array.dtype not in STAGE_DTYPES:
+            raise DpnbError(f"{operation}: item {i} has dtype {array.dtype}; supported are "
+                            f"{', '.join(str(d) for d in STAGE_DTYPES)}")
+        if not array.flags.c_contiguous:
+            raise DpnbError(f"{operation}: item {i} (shape {tuple(array.shape)}) is not "
+                            "C-contiguous (a transposed or strided view), so the result cannot "
+                            "be written back into it; pass the array it was taken from, or a "
+                            "contiguous copy (np.ascontiguousarray) and copy the result back")
+        if isinstance(array, np.ndarray) and not array.flags.writeable:
+            raise DpnbError(f"{operation}: item {i} is read-only; the result is written back "
+                            "into the given arrays, so pass writable ones")
+        arrays.append(array)
+        handles.append(handle)
+    return arrays, handles
+
+
+def require_float(operation: str, arrays: list) -> None:
+    for i, a in enumerate(arrays):
+        if a.dtype.kind != "f":
+            raise DpnbError(f"{operation}: division=True needs floating-point arrays, but item "
+                            f"{i} has dtype {a.dtype}; gradients must be float (cast the array, "
+                            "or sum without division)")
