@@ -193,6 +193,15 @@ class SyncBatchNormalization(BatchNormalization):
         super().__init__(roles, axes, decay_rate, eps, batch_stat, output_stat)
         self.comm = comm
         self.group = group
+        self._buffers: dict[str, object] = {}  # float64 exchange buffers, kept between steps
+
+    def _buffer(self, xp, name: str, size: int):
+        """The float64 buffer ``name`` of ``size`` elements, the same array every step,
+        so that the communicator reuses its plan for it instead of making one per call."""
+        buffer = self._buffers.get(name)
+        if buffer is None or buffer.size != size or not isinstance(buffer, xp.ndarray):
+            buffer = self._buffers[name] = xp.empty(size, np.float64)
+        return buffer
 
     def setup(self, inputs):
         if not all(callable(getattr(self.comm, name, None)) for name in _COMMUNICATOR_CALLS):
@@ -211,19 +220,22 @@ class SyncBatchNormalization(BatchNormalization):
         return outputs
 
     def _batch_statistics(self, xp, x):
-        stats = xp.empty(int(np.prod(self.stat_shape)) + 1, np.float64)
+        channels = int(np.prod(self.stat_shape))
+        stats = self._buffer(xp, "stats", channels + 1)
         stats[:-1] = self._sum(xp, x).ravel()
         stats[-1] = self.local_count
         self.comm.all_reduce(stats, group=self.group)
         self.count = int(stats[-1])
         mean = (stats[:-1] / self.count).astype(x.dtype).reshape(self.stat_shape)
         centred = x - mean
-        squares = self._dot(xp, centred, centred).astype(np.float64)
+        squares = self._buffer(xp, "squares", channels)
+        squares[...] = self._dot(xp, centred, centred).ravel()
         self.comm.all_reduce(squares, group=self.group)
-        return mean, centred, (squares / self.count).astype(x.dtype)
+        return mean, centred, (squares / self.count).astype(x.dtype).reshape(self.stat_shape)
 
     def _batch_grad_sums(self, xp, sums: list) -> list:
-        packed = xp.concatenate([s.ravel() for s in sums]).astype(np.float64, copy=False)
+        packed = self._buffer(xp, "grad sums", sum(int(s.size) for s in sums))
+        xp.concatenate([s.ravel() for s in sums], out=packed, casting="same_kind")
         self.comm.all_reduce(packed, group=self.group)
         return [part.reshape(self.stat_shape).astype(s.dtype)
                 for part, s in zip(xp.split(packed, len(sums)), sums)]
