@@ -1,12 +1,9 @@
 """The MPI communicator, tested across real processes: each test starts one
-mpiexec run of a script from tests/mpi_scripts, whose ranks compare every
-result with a NumPy reference and exit non-zero with a message on failure."""
+mpiexec run of a script from tests/mpi_scripts (through tests/ranks.py), whose
+ranks compare every result with a NumPy reference and report their failures."""
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -14,29 +11,11 @@ import dpnb as nn
 import dpnb.communicators as C
 from dpnb.errors import DpnbError
 from conftest import requires_gpu
-
-SCRIPTS = Path(__file__).parent / "mpi_scripts"
-
-
-def run_ranks(n: int, script: str, *args: str, timeout: float = 60,
-              exit_status: bool = True) -> str:
-    """Run ``script`` on ``n`` MPI ranks; returns the output, failing on a non-zero exit
-    unless ``exit_status`` is False."""
-    mpiexec = C.find_mpiexec()
-    env = dict(os.environ, DPNB_COMM_TIMEOUT="30", OMP_NUM_THREADS="1")
-    result = subprocess.run([mpiexec, "-n", str(n), sys.executable, str(SCRIPTS / script), *args],
-                            capture_output=True, text=True, timeout=timeout, env=env)
-    output = result.stdout + result.stderr
-    assert result.returncode == 0 or not exit_status, \
-        f"mpiexec exited with {result.returncode}:\n{output}"
-    return output
-
+from ranks import assert_ranks_ok, check_ranks, run_ranks
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_collectives_against_numpy(n):
-    output = run_ranks(n, "collectives.py")
-    for r in range(n):
-        assert f"RANK {r} OK" in output, output
+    check_ranks(n, "collectives.py")
 
 
 @pytest.mark.parametrize("mode,check", [("timeout", "check"), ("timeout", "nocheck"),
@@ -48,9 +27,8 @@ def test_waiting_rank_fails_cleanly(mode, check):
     kills the absent rank: the ranks' own reports decide, not the exit status."""
     n = 3
     output = run_ranks(n, "broken.py", mode, check, exit_status=False)
-    assert "FAIL" not in output and "Traceback" not in output, output
-    for r in range(n - 1):
-        assert f"RANK {r} OK" in output, output
+    assert "Traceback" not in output, output
+    assert_ranks_ok(output, range(n - 1))
 
 
 @requires_gpu
@@ -59,9 +37,7 @@ def test_nccl_against_numpy():
     import cupy
 
     n = min(2, cupy.cuda.runtime.getDeviceCount())
-    output = run_ranks(n, "gpu.py", timeout=120)
-    for r in range(n):
-        assert f"RANK {r} OK" in output, output
+    check_ranks(n, "gpu.py", timeout=120)
 
 
 def test_not_initialised():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import requires_gpu
-from test_communicator import run_ranks
+from ranks import check_ranks
 
 import dpnb as nn
 import dpnb.communicators as C
@@ -18,9 +18,7 @@ from dpnb.errors import DpnbError
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_matches_batch_normalization_of_the_global_batch(n):
-    output = run_ranks(n, "sync_bn.py")
-    for r in range(n):
-        assert f"RANK {r} OK" in output, output
+    check_ranks(n, "sync_bn.py")
 
 
 @requires_gpu
@@ -29,9 +27,7 @@ def test_gpu_matches_batch_normalization_of_the_global_batch():
     import cupy
 
     n = min(2, cupy.cuda.runtime.getDeviceCount())
-    output = run_ranks(n, "sync_bn.py", "cudnn", timeout=120)
-    for r in range(n):
-        assert f"RANK {r} OK" in output, output
+    check_ranks(n, "sync_bn.py", "cudnn", timeout=120)
 
 
 def bn_inputs() -> list:
