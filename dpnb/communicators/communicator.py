@@ -290,6 +290,14 @@ class MultiProcessCommunicator:
         _check_list_matches(operation, targets, source, g, "ndarray_list", "ndarray")
         specs = [(a.dtype.str, tuple(a.shape)) for a in [source] + targets]
         self._exchange.agree(g, Call(operation, g.name, specs))
+        if self._through_nccl([source] + targets):
+            import cupy
+
+            received = cupy.empty((g.size, source.size), source.dtype)
+            self._exchange.nccl.all_gather(g, source.reshape(-1), received)
+            for target, row in zip(targets, received):
+                target[...] = row.reshape(target.shape)
+            return
         stage = STAGE_DTYPES[source.dtype]
         send = _host(source).astype(stage, copy=False).reshape(-1)
         received = np.empty((g.size, send.size), stage)
@@ -311,6 +319,16 @@ class MultiProcessCommunicator:
             require_float(operation, [target])
         specs = [(a.dtype.str, tuple(a.shape)) for a in sources + [target]]
         self._exchange.agree(g, Call(operation, g.name, specs, division=division))
+        if self._through_nccl(sources + [target]):
+            import cupy
+
+            send = cupy.concatenate([a.reshape(-1) for a in sources])
+            received = cupy.empty(target.size, target.dtype)
+            averaged = self._exchange.nccl.reduce_scatter(g, send, received, division)
+            if division and not averaged:
+                received /= g.size
+            target[...] = received.reshape(target.shape)
+            return
         stage = STAGE_DTYPES[target.dtype]
         send = np.concatenate([_host(a).astype(stage, copy=False).reshape(-1) for a in sources])
         received = np.empty(target.size, stage)
@@ -347,6 +365,16 @@ class MultiProcessCommunicator:
         if division and not plan.all_float:
             require_float(operation, plan.items)
         self._exchange.execute(g, plan, operation, int(root), division)
+
+    def _through_nccl(self, arrays: list) -> bool:
+        """Whether NCCL takes these arrays (all on the GPU, NCCL in use); GPU arrays
+        that cannot go that way are staged through the host, with a one-time warning."""
+        on_gpu = [array_module_of(a) is not np for a in arrays]
+        if all(on_gpu) and self._exchange.nccl is not None:
+            return True
+        if any(on_gpu):
+            self._exchange.warn_slower_gpu_path("host memory over MPI")
+        return False
 
     def _world(self) -> Group:
         world = self._groups.get("world")

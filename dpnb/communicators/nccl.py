@@ -71,6 +71,35 @@ class NcclTransport:
     def pipeline(self, group, collective: Collective) -> "NcclPipeline":
         return NcclPipeline(self.exchange, self.nccl, self.group(group), group, collective)
 
+    def all_gather(self, group, send, received) -> None:
+        """Row ``i`` of ``received`` (CuPy, ``(size, send.size)``) gets group rank
+        ``i``'s ``send``; waits for it."""
+        self._one_call(group, "all_gather", lambda comm, dtype, stream: comm.allGather(
+            send.data.ptr, received.data.ptr, send.size, dtype, stream), send.dtype)
+
+    def reduce_scatter(self, group, send, received, division: bool) -> bool:
+        """``received`` gets the sum over ranks of this rank's block of ``send``;
+        returns whether it is already divided (NCCL's average, with ``division``)."""
+        nccl_group = self.group(group)
+        op = self.nccl.NCCL_SUM
+        averaged = division and nccl_group.average is not None
+        if averaged:
+            op = nccl_group.average
+        self._one_call(group, "reduce_scatter", lambda comm, dtype, stream: comm.reduceScatter(
+            send.data.ptr, received.data.ptr, received.size, dtype, op, stream), send.dtype)
+        return averaged
+
+    def _one_call(self, group, operation: str, call, dtype) -> None:
+        import cupy
+
+        nccl_group = self.group(group)
+        stream = nccl_group.stream
+        stream.wait_event(cupy.cuda.get_current_stream().record())
+        call(nccl_group.comm, getattr(self.nccl, _TYPES[dtype.name]), stream.ptr)
+        self.exchange.collectives_issued += 1
+        wait_on_stream(self.exchange, nccl_group, stream.record(),
+                       lambda: self.exchange.describe(operation, group))
+
 
 class NcclPipeline:
     """Issues the chunks of one collective as NCCL calls; the pipeline interface

@@ -1,5 +1,5 @@
 """Run under mpiexec with one rank per GPU: the NCCL path (CuPy arrays, GPU flat
-storage, all_reduce_callback) and the host-staged MPI path (a list mixing host
+storage, all_reduce_callback, the gradient reducer, all_gather, reduce_scatter) and the host-staged MPI path (a list mixing host
 and GPU arrays), against NumPy references."""
 from __future__ import annotations
 
@@ -10,9 +10,30 @@ from rankcheck import Checks, guarded, rank_data
 import dpnb as nn
 import dpnb.communicators as C
 import dpnb.functions as F
+import dpnb.solvers as S
 from dpnb.ext_utils import get_extension_context
 
 SHAPES = [(3, 4), (70000,), (5,)]
+
+
+def check_gather_scatter(comm, ok: Checks, n: int, r: int) -> None:
+    """all_gather and reduce_scatter of CuPy arrays: one NCCL call each, no host staging."""
+    for dtype in (np.float32, np.float64):
+        x = cupy.asarray(rank_data(r, 40, (2, 3), dtype))
+        ys = [cupy.zeros((2, 3), dtype) for _ in range(n)]
+        before = comm.collectives_issued
+        comm.all_gather(x, ys)
+        ok.true(comm.collectives_issued - before == 1, "NCCL all_gather took more than one call")
+        for k, y in enumerate(ys):
+            ok.close(cupy.asnumpy(y), rank_data(k, 40, (2, 3), dtype),
+                     f"NCCL all_gather {np.dtype(dtype)} from rank {k}")
+        for division in (False, True):
+            xs = [cupy.asarray(rank_data(r, 50 + k, (5,), dtype)) for k in range(n)]
+            y = cupy.zeros(5, dtype)
+            comm.reduce_scatter(xs, y, division=division)
+            exp = sum(rank_data(k, 50 + r, (5,), dtype) for k in range(n))
+            ok.close(cupy.asnumpy(y), (exp / n).astype(dtype) if division else exp,
+                     f"NCCL reduce_scatter {np.dtype(dtype)} division={division}")
 
 
 def main() -> None:
@@ -73,6 +94,19 @@ def main() -> None:
             [p.grad for p in params], 8 * 16, division=True))
         for i, p in enumerate(params):
             ok.close(cupy.asnumpy(p.g), expected[i], f"NCCL all_reduce_callback gradient {i}")
+        solver = S.Sgd(0.1)
+        solver.set_parameters(nn.get_parameters())
+        reducer = comm.gradient_reducer(solver, division=True, pack_size=8 * 16)
+        for callback in (None, reducer):
+            for p in params:
+                p.grad.zero()
+            loss.backward(communicator_callbacks=callback)
+            if callback is None:
+                reducer.all_reduce()
+            for i, p in enumerate(params):
+                ok.close(cupy.asnumpy(p.g), expected[i],
+                         f"GPU gradient reducer (callback={callback is not None}) gradient {i}")
+    check_gather_scatter(comm, ok, n, r)
     comm.barrier()
     ok.finish()
 
