@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "doctor":
         return doctor()
     if args.command == "tutorial":
-        from dpnb.notebook.tutorial import run
+        from dpnb.tutorial_command import run
 
         return run(args.notebook, args.timeout)
     if args.action == "start":

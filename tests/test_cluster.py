@@ -256,7 +256,7 @@ def test_other_launchers_and_mpiexec_options_pass_through(ipython_dir):
 
     ssh = Cluster(2, engines="ssh", env={"A": "1"})._make_ipp_cluster()
     assert ssh.engine_launcher_class is SSHEngineSetLauncher
-    assert ssh.config.EngineLauncher.engine_cmd == [sys.executable, "-m", "dpnb.engine"]
+    assert ssh.config.EngineLauncher.engine_cmd == [sys.executable, "-m", "dpnb.cluster.engine"]
     assert ssh.config.EngineLauncher.environment == {"A": "1"}
     mpi = Cluster(2, mpi_args=["-f", "hosts"])._make_ipp_cluster()
     assert mpi.config.MPIEngineSetLauncher.mpi_args == ["-f", "hosts"]

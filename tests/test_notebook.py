@@ -6,8 +6,8 @@ import pytest
 from dpnb.errors import DpnbError
 from dpnb.notebook import PerRank, ProgressMonitor, compare, plot_grads, plot_losses
 from dpnb.notebook.inspect import SyncReport, max_rank_difference, summarize
-from dpnb.notebook.progress import KEY
-from dpnb.notebook.table import Table
+from dpnb.cluster.engine_side import KEY
+from dpnb.cluster.table import Table
 
 
 def test_table_text_and_html():
@@ -156,7 +156,7 @@ def test_named_arrays_travel_as_flat_storage_views_and_come_back_by_name():
     top-level arrays without copying them); other variables as buffers of their own."""
     import dpnb as nn
     import dpnb.parametric_functions as PF
-    from dpnb.notebook import remote
+    from dpnb.cluster import engine_side as remote
 
     x = nn.Variable((2, 3))
     PF.affine(x, 4, name="fc")

@@ -15,7 +15,7 @@ import pytest
 
 from nbval.plugin import get_sanitize_patterns  # noqa: E402
 
-from dpnb.notebook.tutorial import reap  # noqa: E402
+from dpnb.tutorial_command import reap  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"

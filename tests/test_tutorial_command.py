@@ -13,7 +13,7 @@ import pytest
 
 from dpnb import cli  # noqa: E402
 from dpnb.errors import DpnbError  # noqa: E402
-from dpnb.notebook import tutorial  # noqa: E402
+from dpnb import tutorial_command as tutorial  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 ENGLISH = REPO / "notebooks" / tutorial.NOTEBOOK

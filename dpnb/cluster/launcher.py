@@ -1,7 +1,7 @@
 """Start, inspect, restart and stop a cluster of MPI engines (``dpnb.start``).
 
 A thin layer over ``ipyparallel.Cluster(engines="mpi")``: engines run
-``python -m dpnb.engine`` so engine ids equal MPI ranks, the view is ordered
+``python -m dpnb.cluster.engine`` so engine ids equal MPI ranks, the view is ordered
 by rank and blocking, start and stop print nothing, and every process the
 cluster started is gone after ``stop()``, even where a polite shutdown fails."""
 from __future__ import annotations
@@ -15,9 +15,9 @@ import weakref
 from collections.abc import Sequence
 
 from ..errors import DpnbError
-from ..notebook.table import Table
-from . import remote
+from . import engine_side
 from .checks import require_mpi
+from .table import Table
 
 log = logging.getLogger(__name__)
 # ipyparallel's own logging (launcher output, engine logs at stop) goes here, not into cells.
@@ -26,7 +26,7 @@ _ipp_log.addHandler(logging.NullHandler())
 _ipp_log.propagate = False
 _ipp_log.setLevel(logging.WARNING)  # at DEBUG, launchers copy engine output to stderr
 
-ENGINE_CMD = [sys.executable, "-m", "dpnb.engine"]
+ENGINE_CMD = [sys.executable, "-m", "dpnb.cluster.engine"]
 NO_TASK_BAR = 10**7  # seconds
 _running: weakref.WeakSet[Cluster] = weakref.WeakSet()
 _current: Cluster | None = None
@@ -177,7 +177,7 @@ class Cluster:
         # its wait for the result and then for all output, without the bar.
         shell.magics_manager.registry["ParallelMagics"].progress_after_seconds = NO_TASK_BAR
         if self.progress and self._monitor is None:
-            from ..notebook.progress import ProgressMonitor
+            from .progress import ProgressMonitor
 
             self._monitor = ProgressMonitor(self.client)
             self._monitor.start()
@@ -277,7 +277,7 @@ class Cluster:
     def topology(self) -> Table:
         """Rank, engine id, host, pid and device of every engine."""
         self._require_running()
-        rows = self.view.apply_sync(remote.where)
+        rows = self.view.apply_sync(engine_side.where)
         table = [[r["rank"], eid, r["host"], r["pid"], r["local_rank"], r["device"]]
                  for eid, r in zip(self.view.targets, rows)]
         return Table(["rank", "engine id", "host", "pid", "local rank", "device"], table,

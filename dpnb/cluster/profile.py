@@ -1,5 +1,5 @@
 """The IPython profile "mpi": ipcluster (and JupyterLab's cluster panel) start MPI
-engines through ``python -m dpnb.engine``, so the seed's ``ipp.Client(profile="mpi")``
+engines through ``python -m dpnb.cluster.engine``, so the seed's ``ipp.Client(profile="mpi")``
 works after ``ipcluster start --profile=mpi -n 2``."""
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
-"""Notebook side of dpnb: look at what the engines computed, ``%dpnb`` magics, progress."""
+"""Notebook side of dpnb: look at what the engines computed, ``%dpnb`` magics, plots;
+``report`` is the call a training loop on an engine makes to show its progress here."""
+from ..cluster.engine_side import report
+from ..cluster.plot import plot_grads, plot_losses
+from ..cluster.progress import ProgressMonitor
 from .inspect import Comparison, PerRank, SyncReport, check_sync, compare, gather, gather_grads
 from .magics import load_ipython_extension
-from .plot import plot_grads, plot_losses
-from .progress import ProgressMonitor, report
 
 __all__ = ["Comparison", "PerRank", "ProgressMonitor", "SyncReport", "check_sync", "compare",
            "gather", "gather_grads", "load_ipython_extension", "plot_grads", "plot_losses",

@@ -1,101 +1,15 @@
-"""Progress of work running on the engines, shown live in the notebook.
-
-On the engines, a training loop calls ``dpnb.notebook.report(step, total,
-loss)``; reports travel over ipyparallel's data channel (``publish_data``)
-while the ``%%px`` cell still runs.  In the notebook, a ``ProgressMonitor``
-(started by ``dpnb.start``) turns them into one progress bar for the cell and a
-loss curve with one line per rank."""
+"""The notebook's side of the engines' progress reports (sent by ``engine_side.report``,
+which users call as ``dpnb.notebook.report``): a ``ProgressMonitor``, started by
+``dpnb.start``, turns them into one progress bar for the cell and a loss curve
+with one line per rank."""
 from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-import sys
 import threading
 import time
 
-KEY = "dpnb_progress"
-
-
-@dataclasses.dataclass
-class _EngineRun:
-    """An engine's side of one run: its last step and total, its losses, when it last
-    published, and whether the last report is still unsent."""
-
-    step: int = 0
-    total: int | None = None
-    losses: list = dataclasses.field(default_factory=list)
-    published: float = 0.0
-    unsent: bool = False
-
-
-_run = _EngineRun()
-_flush_registered = False
-
-
-def _shell():
-    """The engine's IPython shell where this runs on an engine, else None."""
-    app = sys.modules.get("ipyparallel.engine.app")
-    if app is None or not app.IPEngine.initialized():
-        return None
-    from IPython import get_ipython
-
-    return get_ipython()
-
-
-def _publish(shell) -> None:
-    _run.published, _run.unsent = time.monotonic(), False
-    shell.data_pub.publish_data({KEY: {"rank": int(os.environ.get("DPNB_RANK", 0)),
-                                       "step": _run.step, "total": _run.total,
-                                       "losses": list(_run.losses)}})
-
-
-def _flush() -> None:
-    """Send the report the interval held back, at the end of the cell (IPython's
-    post_execute), so the notebook sees the last step of a run without a total."""
-    shell = _shell()
-    if _run.unsent and shell is not None:
-        _publish(shell)
-
-
-def report(step: int, total: int | None = None, loss: float | None = None,
-           interval: float = 0.25) -> None:
-    """Report ``step`` of ``total`` (and a loss) from an engine to the notebook.
-
-    Sent at most every ``interval`` seconds, and always at the last step and
-    at the end of the cell; a step not after the previous one starts a new
-    run.  Outside engines this does nothing, so the same loop runs in a plain
-    script."""
-    global _run, _flush_registered
-    if step <= _run.step:
-        _run = _EngineRun()
-    _run.step, _run.total, _run.unsent = step, total, True
-    if loss is not None:
-        _run.losses.append((step, float(loss)))
-    shell = _shell()
-    if shell is None or getattr(shell, "data_pub", None) is None:
-        return
-    if not _flush_registered:
-        shell.events.register("post_execute", _flush)
-        _flush_registered = True
-    last = total is not None and step >= total
-    if last or time.monotonic() - _run.published >= interval:
-        _publish(shell)
-
-
-class SeriesFeed:
-    """Feeds nnabla's ``MonitorSeries`` to ``report`` on an engine, so nnabla programs
-    show their loss curve in the notebook: the first series named like a loss
-    ("Training loss") is followed, others (errors, validation) are not."""
-
-    def __init__(self):
-        self.followed: str | None = None
-
-    def __call__(self, name: str, index: int, value: float) -> None:
-        if self.followed is None and "loss" in name.lower():
-            self.followed = name
-        if name == self.followed:
-            report(index, None, value)
+from .engine_side import KEY
 
 
 @dataclasses.dataclass

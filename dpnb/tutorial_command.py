@@ -15,7 +15,7 @@ from pathlib import Path
 from jupyter_client.kernelspec import KernelSpec
 from jupyter_client.manager import AsyncKernelManager
 
-from ..errors import DpnbError
+from .errors import DpnbError
 
 NOTEBOOK = "01_data_parallel_training.ipynb"
 SHOWN = (("topology", "where the ranks ran"),
@@ -25,7 +25,7 @@ SHOWN = (("topology", "where the ranks ran"),
 
 def default_notebook() -> Path:
     """The English tutorial beside the package (a clone), else under the current directory."""
-    for base in (Path(__file__).resolve().parents[2], Path.cwd()):
+    for base in (Path(__file__).resolve().parents[1], Path.cwd()):
         path = base / "notebooks" / NOTEBOOK
         if path.is_file():
             return path

@@ -1,4 +1,4 @@
-"""Engine entry point, ``python -m dpnb.engine [ipengine options]``.
+"""Engine entry point, ``python -m dpnb.cluster.engine [ipengine options]``.
 
 One MPI rank becomes one IPython-parallel engine whose engine id is its MPI
 rank.  Before the engine starts, the rank takes GPU ``local_rank`` as its
@@ -71,7 +71,7 @@ def _limit_threads(local_size: int) -> None:
     """Set the thread variables; re-execute once if NumPy already loaded its BLAS.
 
     BLAS libraries read these variables when they load, and ``python -m
-    dpnb.engine`` has imported NumPy (through ``dpnb``) before this runs, so
+    dpnb.cluster.engine`` has imported NumPy (through ``dpnb``) before this runs, so
     the process starts itself again, before MPI is initialised, with them set."""
     settings = thread_settings(local_size)
     if not settings:
@@ -81,7 +81,7 @@ def _limit_threads(local_size: int) -> None:
         os.environ[_REEXEC_MARK] = "1"
         sys.stdout.flush()
         sys.stderr.flush()
-        os.execv(sys.executable, [sys.executable, "-m", "dpnb.engine", *sys.argv[1:]])
+        os.execv(sys.executable, [sys.executable, "-m", "dpnb.cluster.engine", *sys.argv[1:]])
 
 
 def _use_local_gpu(local_rank: int) -> str:
@@ -101,9 +101,9 @@ def _use_local_gpu(local_rank: int) -> str:
 def _stand_in_for_nnabla() -> None:
     """Let the user's ``import nnabla`` lines give dpnb (unless the real nnabla is
     installed), and feed their ``MonitorSeries`` losses to the notebook's progress."""
-    from dpnb.monitor import add_series_listener
-    from dpnb.nnabla_alias import use_as_nnabla_unless_installed
-    from dpnb.notebook.progress import SeriesFeed
+    from ..monitor import add_series_listener
+    from ..nnabla_alias import use_as_nnabla_unless_installed
+    from .engine_side import SeriesFeed
 
     use_as_nnabla_unless_installed()
     add_series_listener(SeriesFeed())

@@ -1,0 +1,192 @@
+"""dpnb's modules import only downwards through its layers, and never in a cycle.
+
+Every module is parsed with ``ast``; every import of a dpnb module counts, at module
+level and inside functions alike.  The layers, lowest first:
+
+0. core: contexts, arrays, the graph, storage, parameters, errors, random numbers,
+   files and the protocol buffers, with the nnabla-named helpers that need no more
+   (logger, monitor, ext_utils, extensions, nnabla_alias, data sets, data sources
+   and iterators);
+1. functions, parametric functions, solvers, initializers, the model zoo, and the
+   network-file utilities built on the functions (function_specs, nnp_graph, save);
+2. communicators (and utils.communicator_util, nnabla's helper that builds one);
+3. cluster: the launcher, the engine entry point and everything that runs on engines;
+4. notebook: inspection and the ``%dpnb`` magics in the notebook's kernel;
+5. commands: ``dpnb`` (cli, ``__main__``) and its tutorial runner.
+
+A module may import its own layer and those below.  The package's ``__init__`` is
+the public facade over all of them and is left out, as the cycle counter leaves it."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "dpnb"
+
+LAYERS = {
+    "core": ["context", "ndarray", "graph", "storage", "parameter", "errors", "random", "fileio",
+             "proto", "logger", "monitor", "ext_utils", "extensions", "nnabla_alias", "data",
+             "utils", "utils.data_source", "utils.data_source_implements",
+             "utils.data_source_loader", "utils.data_iterator"],
+    "functions": ["functions", "parametric_functions", "solvers", "solver", "initializer",
+                  "models", "utils.function_specs", "utils.nnp_graph", "utils.save"],
+    "communicators": ["communicators", "utils.communicator_util"],
+    "cluster": ["cluster"],
+    "notebook": ["notebook"],
+    "commands": ["cli", "__main__", "tutorial_command"],
+}
+ORDER = list(LAYERS)
+
+
+def modules(package: Path = PACKAGE) -> dict[str, Path]:
+    """Dotted name (without the package's) -> file, for every module of the package."""
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def _imported(name: str, path: Path, node: ast.AST) -> list[str]:
+    """Dotted names (relative to the package) an import statement may load."""
+    if isinstance(node, ast.Import):
+        return [a.name[len("dpnb."):] for a in node.names if a.name.startswith("dpnb.")]
+    if node.level == 0:
+        if node.module is None or not (node.module + ".").startswith("dpnb."):
+            return []
+        base = node.module[len("dpnb."):] if node.module != "dpnb" else ""
+    else:
+        here = name.split(".") if name else []
+        if path.name != "__init__.py":
+            here = here[:-1]
+        if node.level - 1 > len(here):
+            raise AssertionError(f"{path}: a relative import leaves the package")
+        here = here[:len(here) - (node.level - 1)]
+        base = ".".join(here + ([node.module] if node.module else []))
+    return [base] + [f"{base}.{a.name}".lstrip(".") for a in node.names]
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (the facade ``__init__`` excluded)."""
+    mods = modules(package)
+    graph: dict[str, set[str]] = {name: set() for name in mods if name}
+    for name, path in mods.items():
+        if not name:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            for target in _imported(name, path, node):
+                while target and target not in mods:
+                    target = target.rpartition(".")[0]
+                if target and target != name and not name.startswith(target + "."):
+                    graph[name].add(target)
+    return graph
+
+
+def layer_of(name: str) -> str | None:
+    """The layer of a module: that of the longest listed prefix of its dotted name."""
+    best, length = None, -1
+    for layer, prefixes in LAYERS.items():
+        for prefix in prefixes:
+            if (name == prefix or name.startswith(prefix + ".")) and len(prefix) > length:
+                best, length = layer, len(prefix)
+    return best
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of a module from a higher layer than the importer's (modules in no
+    layer are left to ``test_every_module_has_a_layer``)."""
+    found = []
+    for name, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            if layer_of(name) is None or layer_of(target) is None:
+                continue
+            if ORDER.index(layer_of(target)) > ORDER.index(layer_of(name)):
+                found.append(f"{name} ({layer_of(name)}) imports {target} ({layer_of(target)})")
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return groups
+
+
+def test_every_module_has_a_layer():
+    unplaced = [name for name in import_graph() if layer_of(name) is None]
+    assert unplaced == [], f"modules in no layer (add them to LAYERS): {unplaced}"
+
+
+def test_no_import_runs_up_the_layers():
+    upward = upward_imports(import_graph())
+    assert upward == [], "imports that run up the layers:\n  " + "\n  ".join(upward)
+
+
+def test_no_import_cycles():
+    found = cycles(import_graph())
+    assert found == [], "import cycles:\n  " + "\n  ".join(" ".join(c) for c in found)
+
+
+def _package(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "dpnb"
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_the_checks_catch_a_cycle_and_an_upward_import_inside_a_function(tmp_path):
+    root = _package(tmp_path, {
+        "__init__.py": "from . import graph\n",
+        "graph.py": "def f():\n    from .functions import add\n",
+        "functions/__init__.py": "from .add import add\n",
+        "functions/add.py": "from ..graph import f\nimport dpnb.cluster.launcher\n",
+        "cluster/__init__.py": "",
+        "cluster/launcher.py": "from ..notebook.table import Table\n",
+        "notebook/__init__.py": "",
+        "notebook/table.py": "import numpy\nfrom dpnb import errors\n",
+    })
+    graph = import_graph(root)
+    assert graph["graph"] == {"functions", "functions.add"}
+    assert graph["functions.add"] == {"graph", "cluster.launcher"}
+    assert graph["notebook.table"] == set()          # third-party and the facade are not edges
+    assert cycles(graph) == [["functions", "functions.add", "graph"]]
+    assert upward_imports(graph) == [
+        "cluster.launcher (cluster) imports notebook.table (notebook)",
+        "functions.add (functions) imports cluster.launcher (cluster)",
+        "graph (core) imports functions (functions)",
+        "graph (core) imports functions.add (functions)",
+    ]
