@@ -74,23 +74,19 @@ def no_grad(no_grad_: bool = True) -> Iterator[None]:
         _no_grad = previous
 
 
-# Variable's operators and linked reshape are functions, which sit a layer above this
-# module: dpnb.functions hands itself over here when it is imported (``import dpnb``
-# imports it), so the graph never imports upwards.
-_function_module: ModuleType | None = None
+# The direction between the graph and the functions: the functions import the graph,
+# never the other way.  A variable's arithmetic operators (``x + y``, ``-x``, ``x ** 2``)
+# are functions, a layer above this module, so dpnb.functions installs them on
+# Variable when it is imported (dpnb.functions.operators, as Chainer does; ``import
+# dpnb`` imports it), and it hands over the function behind a linked ``reshape`` here.
+_reshape_function: Callable[..., "Variable"] | None = None
 
 
-def use_functions(module: ModuleType) -> None:
-    """Make ``module`` (dpnb.functions) compute the operators of variables."""
-    global _function_module
-    _function_module = module
-
-
-def _functions() -> ModuleType:
-    if _function_module is None:
-        raise DpnbError("variable operators need dpnb.functions, which is not imported yet; "
-                        "import dpnb (or dpnb.functions) first")
-    return _function_module
+def install_reshape(reshape: Callable[..., "Variable"]) -> None:
+    """Make ``reshape(x, shape, inplace=True)`` (dpnb.functions.reshape) build the Reshape
+    behind ``Variable.reshape``; called by dpnb.functions when it is imported."""
+    global _reshape_function
+    _reshape_function = reshape
 
 
 def _graph_changed() -> None:
@@ -278,8 +274,10 @@ class Variable:
             grad.bind(self.g.reshape(data.shape))
             v._init(data, self.need_grad, None, grad=grad)
             return v
-        F = _functions()
-        y = F.reshape(self, shape, inplace=True)
+        if _reshape_function is None:
+            raise DpnbError("a linked reshape needs dpnb.functions, which is not imported yet; "
+                            "import dpnb (or dpnb.functions) first")
+        y = _reshape_function(self, shape, inplace=True)
         if self._data.allocated:
             y._data.bind(self._data.data.reshape(y.shape))
         return y
@@ -356,47 +354,7 @@ class Variable:
         seed[...] = grad
         return seed
 
-    # -- operators (nnabla's arithmetic on variables) ----------------------
-    def __add__(self, other):
-        F = _functions()
-        return F.add2(self, other) if isinstance(other, Variable) else F.add_scalar(self, other)
-
-    __radd__ = __add__
-
-    def __sub__(self, other):
-        F = _functions()
-        return F.sub2(self, other) if isinstance(other, Variable) else F.add_scalar(self, -other)
-
-    def __rsub__(self, other):
-        F = _functions()
-        return F.r_sub_scalar(self, other)
-
-    def __mul__(self, other):
-        F = _functions()
-        return F.mul2(self, other) if isinstance(other, Variable) else F.mul_scalar(self, other)
-
-    __rmul__ = __mul__
-
-    def __truediv__(self, other):
-        F = _functions()
-        return F.div2(self, other) if isinstance(other, Variable) else F.mul_scalar(self, 1.0 / other)
-
-    def __rtruediv__(self, other):
-        F = _functions()
-        return F.r_div_scalar(self, other)
-
-    def __pow__(self, other):
-        F = _functions()
-        return F.pow2(self, other) if isinstance(other, Variable) else F.pow_scalar(self, other)
-
-    def __rpow__(self, other):
-        F = _functions()
-        return F.r_pow_scalar(self, other)
-
-    def __neg__(self):
-        F = _functions()
-        return F.mul_scalar(self, -1.0)
-
+    # -- operators: the arithmetic ones are installed by dpnb.functions.operators -----
     def __pos__(self):
         return self
 

@@ -1,9 +1,9 @@
 """nnabla-style functions (``import dpnb.functions as F``), one module per family.
 
 Each function is a small ``Function`` subclass holding forward and backward,
-plus the lower-case call that adds it to the graph."""
-import sys as _sys
-
+plus the lower-case call that adds it to the graph.  Importing the package also gives
+``Variable`` its arithmetic operators (``operators``): the graph does not import the
+functions, the functions install themselves on it."""
 from .activation import *  # noqa: F401,F403
 from .array import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
@@ -24,6 +24,6 @@ from .stochastic import *  # noqa: F401,F403
 from ..context import get_current_context  # noqa: E402,F401
 from ..context import with_current_context as function_api  # noqa: E402,F401
 from ..graph import get_auto_forward  # noqa: E402,F401
-from ..graph import use_functions as _use_functions  # noqa: E402
+from .operators import install_variable_operators as _install_variable_operators  # noqa: E402
 
-_use_functions(_sys.modules[__name__])
+_install_variable_operators()
