@@ -81,6 +81,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    f"(default: {per_dataset('nmaps')})")
     p.add_argument("--with-all-reduce-callback", action="store_true",
                    help="all-reduce gradients while backward runs")
+    p.add_argument("--with-gradient-reducer", action="store_true",
+                   help="exchange gradients through dpnb's comm.gradient_reducer(solver) "
+                        "instead of nnabla's list-taking calls (same results)")
     p.add_argument("--sync-bn", action="store_true",
                    help="batch statistics over the batches of all ranks")
     p.add_argument("--dataset", default="cifar10", choices=["cifar10", "digits", "synthetic"])
@@ -378,8 +381,14 @@ def main(argv=None) -> None:
     if comm.rank == 0:
         os.makedirs(args.monitor_path, exist_ok=True)
         monitor = Monitor(args.monitor_path, start if args.resume else None)
-    callback = (comm.all_reduce_callback(grads, PACK_SIZE, division=True)
-                if args.with_all_reduce_callback else None)
+    # nnabla's forms take the list of gradients; dpnb's reducer is built from the solver
+    # (its flat-storage runs) and serves both after backward and during it
+    reducer = (comm.gradient_reducer(solver, division=True, pack_size=PACK_SIZE)
+               if args.with_gradient_reducer else None)
+    if args.with_all_reduce_callback:
+        callback = reducer or comm.all_reduce_callback(grads, PACK_SIZE, division=True)
+    else:
+        callback = None
 
     per_epoch = batches.iters_per_epoch
     max_iter = args.max_iter if args.max_iter is not None else args.epochs * per_epoch
@@ -416,7 +425,10 @@ def main(argv=None) -> None:
             g.loss.backward(clear_buffer=True, communicator_callbacks=callback)
         else:
             g.loss.backward(clear_buffer=True)
-            comm.all_reduce(grads, division=True)
+            if reducer is not None:
+                reducer.all_reduce()
+            else:
+                comm.all_reduce(grads, division=True)
         lr = learning_rate(iteration)
         solver.set_learning_rate(lr)
         solver.weight_decay(WEIGHT_DECAY)
