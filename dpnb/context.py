@@ -44,12 +44,61 @@ class Context:
 
     @property
     def xp(self) -> ModuleType:
-        """The array module of this context; importing CuPy only when asked."""
-        if not self.is_gpu:
-            return np
-        cupy = require_cupy()
-        cupy.cuda.Device(int(self.device_id)).use()
-        return cupy
+        """The array module of this context, resolved once; on a GPU context its device
+        is made current where dpnb last switched to another one (no CUDA call otherwise)."""
+        xp, device = self._resolve()
+        if device is not None and device is not _active_device:
+            _use(device)
+        return xp
+
+    def use_device(self) -> None:
+        """Make this context's device CuPy's current one (nothing on the CPU): what a
+        forward or backward pass does once, before its functions run."""
+        device = self._resolve()[1]
+        if device is not None:
+            _use(device)
+
+    def _resolve(self) -> tuple[ModuleType, object]:
+        """(array module, CuPy device or None), worked out once per context and again
+        only after its backend or device_id changed (``comm.init()`` sets device_id)."""
+        key = (self.backend[0], self.device_id)
+        resolved = self.__dict__.get("_resolved")
+        if resolved is None or resolved[0] != key:
+            if self.is_gpu:
+                cupy = require_cupy()
+                resolved = (key, cupy, _device(cupy, int(self.device_id)))
+            else:
+                resolved = (key, np, None)
+            self.__dict__["_resolved"] = resolved
+        return resolved[1], resolved[2]
+
+    def __getstate__(self) -> dict:
+        """Copies and pickles carry the fields only: a module does not pickle, and the
+        copy resolves its own on first use."""
+        state = dict(self.__dict__)
+        state.pop("_resolved", None)
+        return state
+
+
+# One CuPy device object per GPU, shared by every context on it, and the one dpnb made
+# current last, so that reading ``Context.xp`` switches only when it differs; a pass
+# switches unconditionally (``Context.use_device``), which also undoes a switch made
+# behind dpnb's back.
+_devices: dict[tuple[ModuleType, int], object] = {}
+_active_device: object | None = None
+
+
+def _device(cupy: ModuleType, number: int):
+    key = (cupy, number)
+    if key not in _devices:
+        _devices[key] = cupy.cuda.Device(number)
+    return _devices[key]
+
+
+def _use(device) -> None:
+    global _active_device
+    device.use()
+    _active_device = device
 
 
 def require_cupy() -> ModuleType:

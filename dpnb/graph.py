@@ -509,6 +509,8 @@ class _Schedule:
     def __init__(self, roots: list[Variable]):
         self.epoch = _epoch
         self.order = _functions_in_order(roots)
+        # The device a pass makes current once, before its functions run (a GPU graph's).
+        self.device_context = next((fn.context for fn in self.order if fn._xp is not np), None)
         for fn in self.order:
             fn._setup_again_if_reshaped()
         self.root_ids = {id(v) for v in roots}
@@ -527,6 +529,8 @@ class _Schedule:
     # -- forward ----------------------------------------------------------
     def forward(self, roots: list[Variable], clear_buffer: bool, clear_no_need_grad: bool,
                 pre: Hook | None, post: Hook | None) -> None:
+        if self.device_context is not None:
+            self.device_context.use_device()
         clearing = clear_buffer or clear_no_need_grad
         if not (clearing or pre or post):
             for fn in self.order:
@@ -614,6 +618,8 @@ class _Schedule:
 
     def backward(self, root: Variable, seed, clear_buffer: bool, callbacks: list,
                  pre: Hook | None, post: Hook | None) -> None:
+        if self.device_context is not None:
+            self.device_context.use_device()
         self._grad_needs()
         pending: list = [None] * len(self._slots)
         pending[self._slots[id(root)]] = seed
