@@ -52,13 +52,18 @@ class Bench:
     def times(self, fns: dict, reps: int) -> dict:
         """For each named function, the median over ``reps`` of the slowest rank's
         time, after warming up.  The functions take turns within each repetition,
-        so that a passing load on the machine weighs on all of them alike."""
+        so that a passing load on the machine weighs on all of them alike, and
+        each repetition starts with the next one, so that none is always the one
+        run right after another's (on this machine the first after a reference
+        over other memory runs up to 10 % slower, whichever it is)."""
         for fn in fns.values():
             for _ in range(3):
                 fn()
         times: dict = {name: [] for name in fns}
-        for _ in range(reps):
-            for name, fn in fns.items():
+        order = list(fns.items())
+        for rep in range(reps):
+            turn = rep % len(order)
+            for name, fn in order[turn:] + order[:turn]:
                 self.world.Barrier()
                 start = time.perf_counter()
                 fn()

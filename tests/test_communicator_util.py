@@ -46,3 +46,13 @@ def test_get_all_reduce_callback_needs_parameters():
     comm = C.MultiProcessCommunicator()
     with pytest.raises(DpnbError, match="no parameters to reduce; build the network"):
         comm.get_all_reduce_callback()
+
+
+@pytest.mark.parametrize("operation,size,division,expected", [
+    ("all_reduce", 2, True, True), ("all_reduce", 4, True, True), ("all_reduce", 1, True, True),
+    ("all_reduce", 3, True, False), ("all_reduce", 2, False, False), ("reduce", 2, True, False)])
+def test_inputs_are_scaled_before_the_sum_only_where_the_bits_are_the_same(operation, size,
+                                                                           division, expected):
+    from dpnb.communicators.collective import Collective
+
+    assert Collective.of(operation, 0, size, 0, division).scales_inputs is expected

@@ -18,6 +18,15 @@ class Collective:
     receives: bool          # this rank's arrays are overwritten with the result
     divisor: int | None     # what a received result is divided by (division=True)
 
+    @property
+    def scales_inputs(self) -> bool:
+        """Whether each rank may scale its own data by ``1 / divisor`` before the sum
+        instead of the result after it: for all_reduce (every rank sends and receives)
+        by a power of two, where both give the same bits (scaling by a power of two
+        commutes with rounding, subnormals apart)."""
+        d = self.divisor
+        return self.operation == "all_reduce" and d is not None and d & (d - 1) == 0
+
     @classmethod
     def of(cls, operation: str, rank: int, size: int, root: int = -1,
            division: bool = False) -> "Collective":

@@ -1,8 +1,11 @@
 """The MPI transport: runs a plan's chunks as non-blocking MPI collectives.
 
 Its ``Pipeline`` issues the chunks one after the other: it packs bucket k+1
-while bucket k is on the wire, and divides (``division=True``) each chunk once
-it has arrived, while the next one travels.  Packing and unpacking of many
+while bucket k is on the wire.  With ``division=True`` a stretch reduced in
+place is scaled just before it is sent where that gives the same result (see
+``Collective.scales_inputs``): the pass brings the segment into cache, where
+MPI then reads it, instead of a pass over the result after it has left the
+cache; otherwise each chunk is divided once it has arrived.  Packing and unpacking of many
 small arrays is one local MPI copy through a datatype that lists them where
 they lie."""
 from __future__ import annotations
@@ -141,6 +144,8 @@ class Pipeline:
         if not isinstance(buffer, np.ndarray):  # CUDA-aware MPI reads what kernels still write
             import cupy
             cupy.cuda.get_current_stream().synchronize()
+        elif c.scales_inputs and isinstance(chunk, Direct):
+            np.multiply(buffer, _reciprocal(buffer, c.divisor), out=buffer)
         if c.operation == "all_reduce":
             request = comm.Iallreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)
         elif c.operation == "reduce":
@@ -156,7 +161,7 @@ class Pipeline:
         if not c.receives:
             return
         if isinstance(chunk, Direct):
-            if c.divisor is not None:
+            if c.divisor is not None and not (c.scales_inputs and isinstance(buffer, np.ndarray)):
                 np.multiply(buffer, _reciprocal(buffer, c.divisor), out=buffer)
         else:
             _unpack_from(chunk, buffer, c.divisor)
