@@ -500,6 +500,37 @@ from dpnb.notebook import plot_losses
 plot_losses({rank: list(enumerate(values, 1)) for rank, values in losses.items()})
 """, None),
 ("md", r"""
+## The gradient reducer
+
+nnabla's `comm.all_reduce(list)` is all the tutorial needs. dpnb also lets the object that
+knows the parameters own their exchange: `comm.gradient_reducer(solver, division=True)` is
+built once from the solver's flat parameter storage. `reducer.all_reduce()` after backward
+does what the list call did; passed to `backward`, the reducer sends the gradients pack by
+pack while backward is still running. Ten more steps that way:
+""", r"""
+## 勾配リデューサ
+
+このチュートリアルには nnabla の `comm.all_reduce(list)` で足ります。dpnb ではさらに、
+パラメータを知っているオブジェクトにその交換を任せられます。
+`comm.gradient_reducer(solver, division=True)` はソルバーのフラットなパラメータ領域から
+一度だけ作られます。backward の後の `reducer.all_reduce()` はリストを渡す呼び出しと同じ
+ことをし、`backward` に渡すと、backward の実行中に勾配をパックごとに送ります。
+その形でさらに 10 ステップ学習します。
+"""),
+("code", r"""
+%%px
+reducer = comm.gradient_reducer(solver, division=True)
+for step in range(10):
+    loss.forward()
+    solver.zero_grad()
+    loss.backward(communicator_callbacks=reducer)
+    solver.update()
+    losses.append(float(loss.d))
+""", None),
+("code", r"""
+dpnb.check_sync()
+""", None),
+("md", r"""
 ## Stopping the cluster
 
 `cluster.stop()` shuts the engines, `mpiexec` and the controller down, and makes sure none

@@ -120,6 +120,14 @@ def test_all_reduce_callback_gives_the_same_parameters(straight, tmp_path):
                       tmp_path / "checkpoint_00000008" / "params.h5")
 
 
+@pytest.mark.parametrize("during_backward", [False, True])
+def test_gradient_reducer_gives_the_same_parameters(straight, tmp_path, during_backward):
+    extra = ["--with-all-reduce-callback"] if during_backward else []
+    run_example(2, tmp_path, *TINY, "-i", "8", "-s", "8", "--with-gradient-reducer", *extra)
+    assert_same_files(straight / "checkpoint_00000008" / "params.h5",
+                      tmp_path / "checkpoint_00000008" / "params.h5")
+
+
 def test_resume_refuses_other_rank_count(straight, tmp_path):
     shutil.copytree(straight, tmp_path / "m")
     output = run_example(1, tmp_path / "m", *TINY, "-i", "12", "--resume", expect_ok=False)
