@@ -2,9 +2,12 @@
 they are about to do with one small collective, so that mismatched calls
 raise the same clear error everywhere instead of hanging or mixing up memory.
 
-Each rank sends a short int64 signature; one Allreduce with MIN over
-``[sig, -sig]`` gives every rank the minimum and maximum of each entry, and
-they agree where the two are equal.  Only on a mismatch are the full
+Each rank contributes a row of ``ROW_BYTES``: a short int64 signature, then
+room for a small payload (carried.py puts the data of small collectives there,
+so that they take one collective, not two).  One Allgather of the rows, the
+same size on every rank whatever the call, gives every rank every signature:
+they agree where all rows start alike, and since every rank reads the same
+rows, every rank reaches the same verdict.  Only on a mismatch are the full
 descriptions gathered (with pickle, on this error path only)."""
 from __future__ import annotations
 
@@ -19,7 +22,11 @@ _MAGIC = 0x64706E62  # "dpnb": tells our check from foreign traffic on the same 
 OPERATIONS = ("barrier", "all_reduce", "reduce", "bcast", "all_gather", "reduce_scatter",
               "all_reduce_callback")
 _FIELDS = ("protocol", "operation", "group", "array count", "root", "division",
-           "total elements", "bucket size", "dtypes and shapes")
+           "total elements", "bucket size", "dtypes and shapes",
+           "path (data carried with the check or not)")
+SIGNATURE_BYTES = 8 * (len(_FIELDS) + 1)  # the fields and the memory layout, as int64
+ROW_BYTES = 512                           # what each rank sends: signature, then payload
+PAYLOAD_BYTES = ROW_BYTES - SIGNATURE_BYTES
 
 
 def stable_hash(value) -> int:
@@ -44,6 +51,7 @@ class Call:
     bucket_bytes: int = 0
     layout: int = 0        # how the arrays lie in memory; ranks may differ, see ``agree``
     specs_hash: int = -1   # stable_hash(specs), if the caller has it already
+    carried: bool = False  # the data travel in the payload of the rows (carried.py)
 
     def __post_init__(self):
         if self.specs_hash < 0:
@@ -51,10 +59,24 @@ class Call:
         total = sum(int(np.prod(shape, dtype=np.int64)) for _, shape in self.specs)
         sig = np.array([_MAGIC, OPERATIONS.index(self.operation), stable_hash(self.group),
                         len(self.specs), self.root, int(self.division), total,
-                        self.bucket_bytes, self.specs_hash, self.layout], dtype=np.int64)
-        self.template = np.concatenate([sig, -sig])  # what MIN gives back when all ranks agree
-        self.expected = self.template.tobytes()
-        self.buffer = np.empty_like(self.template)
+                        self.bucket_bytes, self.specs_hash, int(self.carried), self.layout],
+                       dtype=np.int64)
+        self.expected = sig.tobytes()  # how every row starts when all ranks agree
+        self.row = np.zeros(ROW_BYTES, np.uint8)
+        self.row[:SIGNATURE_BYTES] = np.frombuffer(self.expected, np.uint8)
+        self._rows: np.ndarray | None = None
+
+    def rows(self, size: int) -> np.ndarray:
+        """The receive buffer of the Allgather: one row per rank of a group of ``size``."""
+        if self._rows is None or len(self._rows) != size:
+            self._rows = np.empty((size, ROW_BYTES), np.uint8)
+            self._signatures = self._rows[:, :SIGNATURE_BYTES]
+            self.expected_rows = self.expected * size  # the signatures when all ranks agree
+        return self._rows
+
+    def signatures(self, rows: np.ndarray) -> np.ndarray:
+        """The signature part of each of ``rows`` (those of ``rows(size)``)."""
+        return self._signatures if rows is self._rows else rows[:, :SIGNATURE_BYTES]
 
     def describe(self) -> dict:
         return {"operation": self.operation, "group": self.group, "specs": self.specs,
@@ -69,15 +91,19 @@ def agree(group, call: Call, wait, what) -> bool:
     layout-independent path).  Raises ``AgreementError`` on every rank, with
     the same message, if anything else differs.  ``wait(requests, what)``
     waits interruptibly; ``what()`` names the call for its errors."""
-    from mpi4py import MPI
+    rows = call.rows(group.size)
+    wait([group.comm.Iallgather(call.row, rows)], what)
+    return verdict(group, call, rows)
 
-    buf = call.buffer
-    np.copyto(buf, call.template)
-    wait([group.comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.MIN)], what)
-    if buf.tobytes() == call.expected:
+
+def verdict(group, call: Call, rows: np.ndarray) -> bool:
+    """From the gathered ``rows``: True if every rank made ``call``, False if only
+    the memory layouts differ; else raises ``AgreementError`` (the same on every rank)."""
+    signatures = call.signatures(rows)
+    if signatures.tobytes() == call.expected_rows:
         return True
-    n = buf.size // 2
-    same = buf[:n] == -buf[n:]
+    words = signatures.view(np.int64)
+    same = (words == words[0]).all(axis=0)
     if same[:-1].all():
         return bool(same[-1])
     differing = [_FIELDS[i] for i in np.flatnonzero(~same[:-1])]

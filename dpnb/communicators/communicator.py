@@ -383,8 +383,10 @@ class MultiProcessCommunicator:
         return world
 
     def _member_group(self, name: str, operation: str) -> Group:
-        self._world()
         g = self._groups.get(name)
+        if g is not None and g.comm is not None:
+            return g
+        self._world()
         if g is None:
             raise DpnbError(f"{operation}: no group named {name!r}; known groups: "
                             f"{sorted(self._groups)} (create one with "

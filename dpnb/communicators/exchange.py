@@ -19,6 +19,7 @@ from ..graph import Variable
 from ..ndarray import NdArray
 from . import agreement
 from .agreement import Call
+from .carried import Carried, carried_bytes
 from .collective import Collective
 from .mpi import MpiTransport
 from .plan import STAGE_DTYPES, Plan, Stager, address, pieces_of_list
@@ -54,6 +55,7 @@ class ListSource:
         self.arrays, self.handles = resolve(objs, operation)
         self._stored: list = []
         self._loose: list = []
+        self._plain = False
 
     def pieces(self) -> list:
         self.arrays = [h.data if h is not None else a for a, h in zip(self.arrays, self.handles)]
@@ -63,10 +65,13 @@ class ListSource:
                        and p.handle is not None]
         self._loose_handles = [h for h, _ in self._loose]
         self._loose_arrays = [h.data for h in self._loose_handles]
+        self._plain = not self._stored and not self._loose_handles  # nothing can move
         return pieces
 
     def fingerprint(self) -> tuple:
         """Changes when any item's memory moved."""
+        if self._plain:
+            return ()
         moved = not all(map(operator.is_, map(_DATA, self._loose_handles), self._loose_arrays))
         return (moved, tuple(address(flat) for flat in self._stored))
 
@@ -80,15 +85,17 @@ class Prepared:
         self.nccl = nccl
         self._plan: Plan | None = None
         self._fingerprint = None
+        self._settings = None
 
     def plan(self) -> Plan:
-        settings = (self.exchange.segment_bytes, self.exchange.bucket_bytes)
-        if self._plan is not None:
-            fingerprint = (self.source.fingerprint(), settings)
-            if fingerprint == self._fingerprint:
-                return self._plan
-        self._plan = self.exchange.build_plan(self.source.pieces(), self.nccl)
-        self._fingerprint = (self.source.fingerprint(), settings)
+        exchange = self.exchange
+        if (self._plan is not None and self._settings == (exchange.segment_bytes,
+                                                          exchange.bucket_bytes)
+                and self.source.fingerprint() == self._fingerprint):
+            return self._plan
+        self._plan = exchange.build_plan(self.source.pieces(), self.nccl)
+        self._fingerprint = self.source.fingerprint()
+        self._settings = (exchange.segment_bytes, exchange.bucket_bytes)
         return self._plan
 
 
@@ -158,7 +165,20 @@ class Exchange:
 
     def execute(self, group: Group, plan: Plan, operation: str, root: int,
                 division: bool) -> None:
-        """Run ``operation`` on the arrays of ``plan`` after the agreement check."""
+        """Run ``operation`` on the arrays of ``plan`` after the agreement check (small
+        data travel with the check itself: carried.py)."""
+        if self.check_agreement:
+            key = (operation, group.name, root, division)
+            carried = plan.transport.get(key)
+            if carried is None:
+                carried = plan.transport[key] = carried_bytes(plan) is not None and Carried(
+                    plan, group, Collective.of(operation, group.rank, group.size, root,
+                                               division), division,
+                    lambda: self.describe(operation, group))
+            if carried:
+                self.collectives_issued += 1
+                carried.run(self.guard)
+                return
         chunks = plan.chunks
         if self.check_agreement and not self.agree(group, plan.call(operation, group.name,
                                                                     root, division)):

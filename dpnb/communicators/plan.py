@@ -132,6 +132,7 @@ class Plan:
         self.nbytes = sum(p.view.nbytes for p in pieces)
         self._canonical = None
         self._calls: dict = {}
+        self.transport: dict = {}  # a transport's cache for this plan
 
     def call(self, operation: str, group: str, root: int, division: bool) -> Call:
         """The agreement-check description of ``operation`` on these arrays (made once)."""

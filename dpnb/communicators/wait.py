@@ -29,6 +29,7 @@ _YIELD_EVERY = 200e-6
 _POLL_SECONDS = 0.5     # poll this long, then sleep between polls
 _FIRST_SLEEP = 50e-6
 _MAX_SLEEP = 5e-3       # the longest sleep between polls
+_QUICK_TESTS = 64       # tests (about 15 us) before a short wait takes the polling loop
 
 
 def timeout_from_env() -> float:
@@ -111,6 +112,18 @@ class Guard:
         from mpi4py import MPI
 
         self.wait_until(lambda: MPI.Request.Testall(requests), what, requests)
+
+    def wait_short(self, request, what) -> None:
+        """Wait for one MPI ``request`` expected to finish within microseconds (a small
+        collective): a few tests in a tight loop first, then as ``wait``."""
+        try:
+            for _ in range(_QUICK_TESTS):
+                if request.Test():
+                    return
+        except BaseException as e:
+            self.mark_broken(e, [request])
+            raise
+        self.wait([request], what)
 
     def wait_until(self, done, what, requests: list = ()) -> None:
         """Wait until ``done()``; a failure marks the communicator broken."""

@@ -283,6 +283,35 @@ def check_bad_arguments(comm, ok: Checks, n: int, r: int) -> None:
               lambda: comm.all_reduce_callback([a], 0), "pack_size 0")
 
 
+def check_carried(comm, ok: Checks, n: int, r: int) -> None:
+    """Small data travel with the agreement check: one collective, every dtype, every operation."""
+    for dtype in (np.float16, np.float32, np.float64, np.int32, np.int64):
+        data = all_data(n, 70, [(1,), (3, 2), (5,)], dtype)
+        mine = [a.copy() for a in data[r]]
+        before = comm.collectives_issued
+        comm.all_reduce(mine)
+        ok.true(comm.collectives_issued - before == 1,
+                f"small {np.dtype(dtype)} all_reduce took {comm.collectives_issued - before} "
+                "collectives, expected 1")
+        for i, got in enumerate(mine):
+            ok.close(got, sum(data[k][i] for k in range(n)), f"small {np.dtype(dtype)} sum {i}")
+        if np.dtype(dtype).kind == "f":
+            mine = [a.copy() for a in data[r]]
+            comm.all_reduce(mine, division=True)
+            for i, got in enumerate(mine):
+                exp = (sum(data[k][i] for k in range(n)) / n).astype(dtype)
+                ok.close(got, exp, f"small {np.dtype(dtype)} mean {i}")
+        mine = [a.copy() for a in data[r]]
+        comm.bcast(mine, src=n - 1)
+        for i, got in enumerate(mine):
+            ok.close(got, data[n - 1][i], f"small {np.dtype(dtype)} bcast {i}")
+        mine = [a.copy() for a in data[r]]
+        comm.reduce(mine, dst=0)
+        for i, got in enumerate(mine):
+            exp = sum(data[k][i] for k in range(n)) if r == 0 else data[r][i]
+            ok.close(got, exp, f"small {np.dtype(dtype)} reduce {i}")
+
+
 def check_mismatches(comm, ok: Checks, n: int, r: int) -> None:
     """A rank that calls differently: every rank raises the same AgreementError."""
     cases = {
@@ -296,6 +325,10 @@ def check_mismatches(comm, ok: Checks, n: int, r: int) -> None:
                                else comm.all_reduce(np.ones(3))),
                       r"rank 0: bcast.*rank 1: all_reduce"),
         "division": (lambda: comm.all_reduce(np.ones(3), division=(r == 0)), "division"),
+        # rank 0's data travel with the check, the others' are too large to
+        "carried or not": (lambda: comm.all_reduce(np.ones(3 if r == 0 else 100_000)),
+                           r"rank 0: all_reduce.*float64\[3\].*rank 1: all_reduce.*"
+                           r"float64\[100000\]"),
     }
     for name, (call, pattern) in cases.items():
         error = ok.raises(C.AgreementError, pattern, call, f"mismatched {name}")
@@ -319,6 +352,7 @@ def main() -> None:
     check_reduce_bcast(comm, ok, n, r)
     check_gather_scatter(comm, ok, n, r)
     check_bad_arguments(comm, ok, n, r)
+    check_carried(comm, ok, n, r)
     check_mismatches(comm, ok, n, r)
     check_callback(comm, ok, n, r)
     check_tutorial(comm, ok, n, r)
