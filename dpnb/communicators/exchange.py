@@ -30,6 +30,7 @@ logger = logging.getLogger("dpnb.communicators")
 PLAN_CACHE_SIZE = 256     # prepared exchanges kept, one per list of arrays
 PLAN_CACHE_BYTES = 256 << 20  # plain arrays the cache may keep alive, at most
 _DATA = operator.attrgetter("data")
+_UNHASHABLE = object()  # a list of objects that cannot be a cache key themselves
 
 
 @dataclasses.dataclass
@@ -120,6 +121,7 @@ class Exchange:
         self.cuda_aware_mpi = False
         self._warned_gpu_path = False
         self._prepared: collections.OrderedDict = collections.OrderedDict()
+        self._last: Prepared | None = None  # the most recently used, already at the end
         self._prepared_bytes = 0
 
     # -- plans ------------------------------------------------------------------
@@ -138,12 +140,20 @@ class Exchange:
     def prepared(self, objs: list, operation: str) -> Prepared:
         """The cached exchange of exactly these objects (held by the cache, so their
         ids cannot be reused); made, with its arguments checked, on first use."""
-        key = tuple(map(id, objs))
-        found = self._prepared.get(key)
+        key = tuple(objs)
+        try:  # NdArray handles hash and compare by identity, in C: no id() per item
+            found = self._prepared.get(key) if isinstance(objs[0], NdArray) else _UNHASHABLE
+        except TypeError:  # plain arrays among them
+            found = _UNHASHABLE
+        if found is _UNHASHABLE:  # arrays cannot be hashed (nor compared as keys): their ids
+            key = tuple(map(id, objs))
+            found = self._prepared.get(key)
         if found is not None:
-            self._prepared.move_to_end(key)
+            if found is not self._last:
+                self._prepared.move_to_end(key)
+                self._last = found
             return found
-        found = self._prepared[key] = Prepared(self, ListSource(objs, operation))
+        found = self._prepared[key] = self._last = Prepared(self, ListSource(objs, operation))
         self._prepared_bytes += _plain_bytes(found.source)
         while len(self._prepared) > 1 and (len(self._prepared) > PLAN_CACHE_SIZE
                                            or self._prepared_bytes > PLAN_CACHE_BYTES):
