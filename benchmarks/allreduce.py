@@ -52,18 +52,19 @@ class Bench:
     def times(self, fns: dict, reps: int) -> dict:
         """For each named function, the median over ``reps`` of the slowest rank's
         time, after warming up.  The functions take turns within each repetition,
-        so that a passing load on the machine weighs on all of them alike, and
-        each repetition starts with the next one, so that none is always the one
-        run right after another's (on this machine the first after a reference
-        over other memory runs up to 10 % slower, whichever it is)."""
+        so that a passing load on the machine weighs on all of them alike, in an
+        order shuffled for each repetition (the same on every rank), so that none
+        always runs right after the same other one: on this machine a function run
+        after a reference over other memory is up to 10 % slower, whichever it is."""
         for fn in fns.values():
             for _ in range(3):
                 fn()
         times: dict = {name: [] for name in fns}
-        order = list(fns.items())
-        for rep in range(reps):
-            turn = rep % len(order)
-            for name, fn in order[turn:] + order[:turn]:
+        items = list(fns.items())
+        shuffle = np.random.RandomState(0)
+        for _ in range(reps):
+            for k in shuffle.permutation(len(items)):
+                name, fn = items[k]
                 self.world.Barrier()
                 start = time.perf_counter()
                 fn()
