@@ -140,11 +140,13 @@ class Exchange:
     def prepared(self, objs: list, operation: str) -> Prepared:
         """The cached exchange of exactly these objects (held by the cache, so their
         ids cannot be reused); made, with its arguments checked, on first use."""
-        key = tuple(objs)
-        try:  # NdArray handles hash and compare by identity, in C: no id() per item
-            found = self._prepared.get(key) if isinstance(objs[0], NdArray) else _UNHASHABLE
-        except TypeError:  # plain arrays among them
-            found = _UNHASHABLE
+        found = _UNHASHABLE
+        if isinstance(objs[0], NdArray):
+            key = tuple(objs)
+            try:  # NdArray handles hash and compare by identity, in C: no id() per item
+                found = self._prepared.get(key)
+            except TypeError:  # plain arrays among them
+                pass
         if found is _UNHASHABLE:  # arrays cannot be hashed (nor compared as keys): their ids
             key = tuple(map(id, objs))
             found = self._prepared.get(key)
