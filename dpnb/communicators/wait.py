@@ -121,8 +121,11 @@ class Guard:
                 if request.Test():
                     return
         except BaseException as e:
+            if isinstance(e, KeyboardInterrupt) and not isinstance(e, CommunicatorInterrupted):
+                e = CommunicatorInterrupted(f"{what()}: interrupted while waiting for the "
+                                            "other ranks")
             self.mark_broken(e, [request])
-            raise
+            raise e
         self.wait([request], what)
 
     def wait_until(self, done, what, requests: list = ()) -> None:
