@@ -25,7 +25,7 @@ _FIELDS = ("protocol", "operation", "group", "array count", "root", "division",
            "total elements", "bucket size", "dtypes and shapes",
            "path (data carried with the check or not)")
 SIGNATURE_BYTES = 8 * (len(_FIELDS) + 1)  # the fields and the memory layout, as int64
-ROW_BYTES = 512                           # what each rank sends: signature, then payload
+ROW_BYTES = 256                           # what each rank sends: signature, then payload
 PAYLOAD_BYTES = ROW_BYTES - SIGNATURE_BYTES
 
 
@@ -89,10 +89,10 @@ def agree(group, call: Call, wait, what) -> bool:
 
     Returns whether the memory layouts agree too (if not, every rank takes the
     layout-independent path).  Raises ``AgreementError`` on every rank, with
-    the same message, if anything else differs.  ``wait(requests, what)``
+    the same message, if anything else differs.  ``wait(request, what)``
     waits interruptibly; ``what()`` names the call for its errors."""
     rows = call.rows(group.size)
-    wait([group.comm.Iallgather(call.row, rows)], what)
+    wait(group.comm.Iallgather(call.row, rows), what)
     return verdict(group, call, rows)
 
 

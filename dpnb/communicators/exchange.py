@@ -168,7 +168,7 @@ class Exchange:
         """Whether the ranks' memory layouts agree too; raises on any other mismatch."""
         if not self.check_agreement:
             return True
-        return agreement.agree(group, call, self.guard.wait,
+        return agreement.agree(group, call, self.guard.wait_short,
                                lambda: self.describe(call.operation, group) + ", agreement check")
 
     def pipeline(self, group: Group, collective: Collective, device: bool):
