@@ -1,12 +1,14 @@
 """Data-parallel scaling of the CIFAR-10 example: ResNet-23 on synthetic 32x32
 data, training images per second with 1 rank x 1 thread against N ranks x 1
 thread each (weak scaling: the batch per rank stays the same), with the
-gradients all-reduced after backward and during it (--with-all-reduce-callback).
+gradients all-reduced after backward and during it (--with-all-reduce-callback),
+and with synchronized batch normalization (--sync-bn).
 
 The references, measured in the same run: one rank alone, and N independent
 1-rank runs at once (no communication at all), which shows what the machine's
 cores give together (shared caches, memory bandwidth, vCPUs that are not whole
-cores).  The target is N ranks >= 0.9 x N x one rank.
+cores).  The targets: N ranks >= 0.97 x the N independent runs, with and without
+the callback, and a sync batch normalization step <= 1.1 x the plain step.
 
 Every configuration runs the example script itself under mpiexec, several times,
 taking turns so that a passing load weighs on all alike.  A run's figure is the
@@ -35,10 +37,16 @@ RESULTS = ROOT / "benchmarks" / "results" / "scaling.json"
 
 CONFIGS = {"one_rank": "1 rank", "independent": "{n} x 1 rank, independent",
            "n_ranks": "{n} ranks, all_reduce after backward",
-           "n_ranks_callback": "{n} ranks, all_reduce during backward"}
+           "n_ranks_callback": "{n} ranks, all_reduce during backward",
+           "n_ranks_sync_bn": "{n} ranks, sync batch normalization"}
+# (ranks, options of the example) of the runs each configuration starts at once
+RUNS = {"one_rank": lambda n: [(1, [])], "independent": lambda n: [(1, [])] * n,
+        "n_ranks": lambda n: [(n, [])],
+        "n_ranks_callback": lambda n: [(n, ["--with-all-reduce-callback"])],
+        "n_ranks_sync_bn": lambda n: [(n, ["--sync-bn"])]}
 
 
-def start(ranks: int, monitor: str, callback: bool, args) -> tuple[subprocess.Popen, list]:
+def start(ranks: int, monitor: str, options: list[str], args) -> tuple[subprocess.Popen, list]:
     """Start one run of the example on ``ranks`` ranks, writing under ``monitor``."""
     from dpnb.communicators import find_mpiexec
 
@@ -46,8 +54,7 @@ def start(ranks: int, monitor: str, callback: bool, args) -> tuple[subprocess.Po
                "--dataset", "synthetic", "-b", str(args.batch_size), "--nmaps", str(args.nmaps),
                "-i", str(args.iters), "-m", str(args.row), "-v", str(10 * args.iters),
                "-s", str(10 * args.iters), "-e", "0", "-o", monitor, "--no-progress"]
-    if callback:
-        command.append("--with-all-reduce-callback")
+    command += options
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, env=dict(os.environ, **ONE_THREAD))
     return process, command
@@ -55,12 +62,11 @@ def start(ranks: int, monitor: str, callback: bool, args) -> tuple[subprocess.Po
 
 def measure(config: str, args) -> float:
     """Median training images/s of one run of ``config`` (summed over independent runs)."""
-    runs = {"one_rank": [(1, False)], "independent": [(1, False)] * args.ranks,
-            "n_ranks": [(args.ranks, False)], "n_ranks_callback": [(args.ranks, True)]}[config]
+    runs = RUNS[config](args.ranks)
     with tempfile.TemporaryDirectory() as tmp:
         monitors = [os.path.join(tmp, str(i)) for i in range(len(runs))]
-        started = [start(ranks, monitor, callback, args)
-                   for (ranks, callback), monitor in zip(runs, monitors)]
+        started = [start(ranks, monitor, options, args)
+                   for (ranks, options), monitor in zip(runs, monitors)]
         for process, command in started:
             output, _ = process.communicate(timeout=1800)
             if process.returncode != 0:
@@ -71,6 +77,22 @@ def measure(config: str, args) -> float:
                 rows = [json.loads(line) for line in f]
             total += statistics.median(r["images_per_s"] for r in rows[1:])
     return total
+
+
+def summarise(results: dict) -> dict:
+    """The ratios the issue's targets name, from the configurations' median rates.
+
+    Per image, a rank's time without communication is that of the independent runs;
+    what all_reduce after backward adds beyond it is its cost, and the part of that
+    cost the callback no longer adds is what it hides behind backward."""
+    rate = {config: r["images_per_s"] for config, r in results.items()}
+    exposed_after = 1 / rate["n_ranks"] - 1 / rate["independent"]
+    exposed_callback = 1 / rate["n_ranks_callback"] - 1 / rate["independent"]
+    return {"after_vs_independent": rate["n_ranks"] / rate["independent"],
+            "callback_vs_independent": rate["n_ranks_callback"] / rate["independent"],
+            "sync_bn_step_ratio": rate["n_ranks"] / rate["n_ranks_sync_bn"],
+            "hidden_by_callback": (1 - max(exposed_callback, 0.0) / exposed_after
+                                   if exposed_after > 0 else None)}
 
 
 def main() -> None:
@@ -102,6 +124,16 @@ def main() -> None:
                            "efficiency": rate / one / ranks, "runs": rates[config]}
         print(f"{label.format(n=args.ranks):<40} {rate:>9.1f} {rate / one:>9.2f}x "
               f"{rate / one / ranks:>10.0%}")
+    results["summary"] = summary = summarise(results)
+    print(f"\n{args.ranks} ranks against {args.ranks} independent runs (the machine's ceiling): "
+          f"{summary['after_vs_independent']:.2f}x after backward, "
+          f"{summary['callback_vs_independent']:.2f}x during it (target >= 0.97)")
+    print(f"sync batch normalization step / plain step: {summary['sync_bn_step_ratio']:.2f}x "
+          "(target <= 1.1)")
+    hidden = summary["hidden_by_callback"]
+    print("all_reduce time hidden behind backward by the callback: "
+          + (f"{hidden:.0%}" if hidden is not None else
+             "not measurable (all_reduce after backward costs no more than no communication)"))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"settings": vars(args), "cpus": os.cpu_count(),
                                    "results": results}, indent=2) + "\n")
