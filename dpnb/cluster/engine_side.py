@@ -57,6 +57,7 @@ def to_host(value):
 
 
 def user_namespace() -> dict:
+    """The namespace of the engine's IPython shell, where ``%%px`` cells define names."""
     from IPython import get_ipython
 
     shell = get_ipython()

@@ -410,7 +410,7 @@ def _as_list(data, operation: str, argument: str = "data") -> list:
     return objs
 
 
-def _check_list_matches(operation: str, arrays: list, single, g: _Group,
+def _check_list_matches(operation: str, arrays: list, single, g: Group,
                         list_name: str, single_name: str) -> None:
     if len(arrays) != g.size:
         raise DpnbError(f"{operation}: {list_name} must hold one array per rank of group "

@@ -256,6 +256,7 @@ def resolve(objs: list, operation: str) -> tuple[list, list]:
 
 
 def require_float(operation: str, arrays: list) -> None:
+    """Refuse ``division=True`` over arrays that are not floating point."""
     for i, a in enumerate(arrays):
         if a.dtype.kind != "f":
             raise DpnbError(f"{operation}: division=True needs floating-point arrays, but item "

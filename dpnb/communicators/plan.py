@@ -205,10 +205,12 @@ def _pack(chunks: list, open_buckets: dict, flat, bucket_bytes: int) -> None:
 
 
 def chunk_dtype(chunk) -> np.dtype:
+    """The dtype a chunk travels in: its view's for a direct chunk, else its bucket's."""
     return chunk.view.dtype if isinstance(chunk, Direct) else chunk.dtype
 
 
 def chunk_size(chunk) -> int:
+    """The number of elements a chunk sends."""
     return chunk.view.size if isinstance(chunk, Direct) else chunk.size
 
 

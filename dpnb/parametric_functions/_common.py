@@ -60,6 +60,7 @@ def parametric_function_api(scope_name: str | None = None,
 
 
 def check_input(fn_name: str, inp, min_ndim: int) -> None:
+    """A parametric function's input: a variable of at least ``min_ndim`` dimensions."""
     if not isinstance(inp, Variable):
         raise DpnbError(f"PF.{fn_name} expects an nn.Variable input, got {type(inp).__name__}")
     if inp.ndim < min_ndim:
