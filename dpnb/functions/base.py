@@ -67,15 +67,18 @@ def base_axis_of(owner: Owner, base_axis: int, ndim: int) -> int:
     return int(base_axis) % ndim
 
 
-def int_tuple(owner: Owner, name: str, value: Sequence[int] | None, length: int,
+def int_tuple(owner: Owner, name: str, value: Sequence[int] | None, length: int | None,
               default: int, minimum: int) -> tuple[int, ...]:
     """``length`` ints >= ``minimum`` (a window's kernel, pad, stride or dilation per
-    spatial axis); None gives ``default`` on every axis."""
-    if value is None:
+    spatial axis); None gives ``default`` on every axis.  With ``length`` None the value
+    sets the number of axes (a kernel): at least one, and it must be given."""
+    if value is None and length is not None:
         return (default,) * length
     given = tuple(value) if isinstance(value, (tuple, list)) else (value,)
-    if len(given) != length or not all(_is_int(v) and v >= minimum for v in given):
-        raise argument_error(owner, f"{name} must be {length} int(s) >= {minimum}, one per "
+    count_ok = len(given) == length if length is not None else len(given) >= 1
+    if not count_ok or not all(_is_int(v) and v >= minimum for v in given):
+        count = f"{length}" if length is not None else "one or more"
+        raise argument_error(owner, f"{name} must be {count} int(s) >= {minimum}, one per "
                                     f"spatial axis, got {value!r}")
     return tuple(int(v) for v in given)
 

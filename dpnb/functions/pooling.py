@@ -10,18 +10,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..graph import Function, Variable
-from .base import argument_error, default_outputs, shape_of
+from .base import argument_error, default_outputs, int_tuple, shape_of
 
 __all__ = ["max_pooling", "average_pooling", "sum_pooling", "unpooling", "global_average_pooling",
            "interpolate", "max_pooling_backward", "onnx_resize"]
-
-
-def _ints(fn: Function, name: str, value) -> tuple[int, ...]:
-    """A window option (kernel, stride, pad) as a tuple of ints."""
-    given = tuple(value) if isinstance(value, (tuple, list)) else (value,)
-    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in given):
-        raise fn.error(f"{name} must be a tuple of ints, one per pooled axis, got {value!r}")
-    return tuple(int(v) for v in given)
 
 
 def _channel_first_shape(shape: tuple[int, ...], n: int) -> tuple[int, ...]:
@@ -52,22 +44,16 @@ class _Windows:
 
     def __init__(self, fn: Function, shape: tuple[int, ...], kernel, stride, ignore_border: bool,
                  pad, channel_last: bool):
-        self.kernel = _ints(fn, "kernel", kernel)
+        self.kernel = int_tuple(fn, "kernel", kernel, None, 1, 1)
         n = len(self.kernel)
-        self.stride = self.kernel if stride is None else _ints(fn, "stride", stride)
-        self.pad = (0,) * n if pad is None else _ints(fn, "pad", pad)
+        self.stride = self.kernel if stride is None else int_tuple(fn, "stride", stride, n, 1, 1)
+        self.pad = int_tuple(fn, "pad", pad, n, 0, 0)
         self.channel_last = bool(channel_last)
         spatial_ndim = len(shape) - 1 if self.channel_last else len(shape)
-        if n == 0 or n > spatial_ndim:
+        if n > spatial_ndim:
             raise fn.error(f"kernel must have between 1 and {spatial_ndim} entries for an input "
                            f"of shape {shape} (channel_last={self.channel_last}), got "
                            f"{self.kernel}")
-        if len(self.stride) != n or len(self.pad) != n:
-            raise fn.error(f"kernel, stride and pad must have the same length, got kernel "
-                           f"{self.kernel}, stride {self.stride}, pad {self.pad}")
-        if min(self.kernel) < 1 or min(self.stride) < 1 or min(self.pad) < 0:
-            raise fn.error(f"kernel and stride must be >= 1 and pad >= 0, got kernel "
-                           f"{self.kernel}, stride {self.stride}, pad {self.pad}")
         if any(p >= k for p, k in zip(self.pad, self.kernel)):
             raise fn.error(f"pad must be smaller than the kernel so that every window overlaps "
                            f"the input, got kernel {self.kernel} and pad {self.pad}")
@@ -268,11 +254,11 @@ class Unpooling(Function):
 
     def setup(self, inputs):
         (x,) = inputs
-        self.kernel = kernel = _ints(self, "kernel", self.kernel)
+        self.kernel = kernel = int_tuple(self, "kernel", self.kernel, None, 1, 1)
         n = len(kernel)
         spatial_ndim = x.ndim - 1 if self.channel_last else x.ndim
-        if n == 0 or n > spatial_ndim or min(kernel) < 1:
-            raise self.error(f"kernel must be 1 to {spatial_ndim} ints >= 1 for an input of shape "
+        if n > spatial_ndim:
+            raise self.error(f"kernel must have 1 to {spatial_ndim} entries for an input of shape "
                              f"{x.shape} (channel_last={self.channel_last}), got {kernel}")
         first = _channel_first_shape(x.shape, n) if self.channel_last else x.shape
         self.x_first = first

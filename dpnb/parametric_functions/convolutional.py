@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import functions as F
 from ..errors import DpnbError
+from ..functions.base import base_axis_of, int_tuple
 from ..graph import Variable
 from ..initializer import UniformInitializer, calc_uniform_lim_glorot
 from ._common import check_input, scope, weight_and_bias
@@ -17,22 +18,12 @@ __all__ = ["convolution", "deconvolution", "depthwise_convolution", "depthwise_d
 Init = Callable | np.ndarray | None
 
 
-def _kernel(fn_name: str, kernel: Sequence[int]) -> tuple[int, ...]:
-    given = tuple(kernel) if isinstance(kernel, (tuple, list)) else (kernel,)
-    if not given or not all(isinstance(k, (int, np.integer)) and k >= 1 for k in given):
-        raise DpnbError(f"PF.{fn_name}: kernel must be a tuple of ints >= 1, one per spatial "
-                        f"axis, got {kernel!r}")
-    return tuple(int(k) for k in given)
-
-
 def _channels(fn_name: str, inp: Variable, kernel: tuple[int, ...], base_axis: int,
               channel_last: bool) -> int:
     """The input's channels, after checking it has them and the kernel's spatial axes."""
     check_input(fn_name, inp, 1 + len(kernel))
-    if not -inp.ndim <= base_axis < inp.ndim:
-        raise DpnbError(f"PF.{fn_name}: base_axis must lie in [-{inp.ndim}, {inp.ndim}) for an "
-                        f"input of shape {inp.shape}, got {base_axis}")
-    return inp.shape[-1] if channel_last else inp.shape[base_axis]
+    axis = base_axis_of(f"PF.{fn_name}", base_axis, inp.ndim)
+    return inp.shape[-1] if channel_last else inp.shape[axis]
 
 
 def _check_group(fn_name: str, inmaps: int, outmaps: int, group: int) -> None:
@@ -51,7 +42,7 @@ def convolution(inp: Variable, outmaps: int, kernel: Sequence[int], pad=None, st
     last with ``channel_last``) and ``conv/b`` (outmaps), Glorot-uniform
     (``calc_uniform_lim_glorot(inmaps, outmaps, kernel)``) and zero by default."""
     with scope(name, "conv"):
-        kernel = _kernel("convolution", kernel)
+        kernel = int_tuple("PF.convolution", "kernel", kernel, None, 1, 1)
         inmaps = _channels("convolution", inp, kernel, base_axis, channel_last)
         outmaps = int(outmaps)
         _check_group("convolution", inmaps, outmaps, group)
@@ -74,7 +65,7 @@ def deconvolution(inp: Variable, outmaps: int, kernel: Sequence[int], pad=None, 
     last with ``channel_last``) and ``deconv/b`` (outmaps), Glorot-uniform
     (``calc_uniform_lim_glorot(outmaps, inmaps, kernel)``) and zero by default."""
     with scope(name, "deconv"):
-        kernel = _kernel("deconvolution", kernel)
+        kernel = int_tuple("PF.deconvolution", "kernel", kernel, None, 1, 1)
         inmaps = _channels("deconvolution", inp, kernel, base_axis, channel_last)
         outmaps = int(outmaps)
         _check_group("deconvolution", inmaps, outmaps, group)
@@ -97,7 +88,7 @@ def depthwise_convolution(inp: Variable, kernel: Sequence[int], pad=None, stride
     ``depthwise_conv/b`` (C * multiplier), Glorot-uniform
     (``calc_uniform_lim_glorot(C * multiplier, C, kernel)``) and zero by default."""
     with scope(name, "depthwise_conv"):
-        kernel = _kernel("depthwise_convolution", kernel)
+        kernel = int_tuple("PF.depthwise_convolution", "kernel", kernel, None, 1, 1)
         channels = _channels("depthwise_convolution", inp, kernel, base_axis, False)
         if not isinstance(multiplier, (int, np.integer)) or multiplier < 1:
             raise DpnbError(f"PF.depthwise_convolution: multiplier must be an int >= 1, got "
@@ -122,7 +113,7 @@ def depthwise_deconvolution(inp: Variable, kernel: Sequence[int], pad=None, stri
     ``depthwise_deconv/b`` (C / divisor), Glorot-uniform
     (``calc_uniform_lim_glorot(C, C, kernel)``) and zero by default."""
     with scope(name, "depthwise_deconv"):
-        kernel = _kernel("depthwise_deconvolution", kernel)
+        kernel = int_tuple("PF.depthwise_deconvolution", "kernel", kernel, None, 1, 1)
         channels = _channels("depthwise_deconvolution", inp, kernel, base_axis, False)
         if not isinstance(divisor, (int, np.integer)) or divisor < 1 or channels % divisor:
             raise DpnbError(f"PF.depthwise_deconvolution: divisor must be an int >= 1 that "
