@@ -341,6 +341,7 @@ def test_samplers_follow_the_context_float_type():
     (F.randn, dict(sigma=0), r"Randn: sigma must not be 0"),
     (F.randint, dict(low=2, high=1), r"Randint: expected low < high, got low=2, high=1"),
     (F.randint, dict(low=0.5, high=3), r"Randint: low must be an int, got 0.5"),
+    (F.rand, dict(low=0, high=float("inf")), r"Rand: high must be a finite number, got inf"),
     (F.rand_binomial, dict(n=0), r"RandBinomial: expected n >= 1 trials and a probability 0 < p < 1"),
     (F.rand_binomial, dict(p=1.0), r"RandBinomial: expected n >= 1 .* got n=1, p=1.0"),
     (F.rand_beta, dict(beta=0), r"RandBeta: alpha and beta must be > 0, got alpha=0.5, beta=0.0"),

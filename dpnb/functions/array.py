@@ -10,7 +10,8 @@ import numpy as np
 
 from ..errors import DpnbError
 from ..graph import Function, Variable
-from .base import Unary, axes_of, default_outputs, one_axis, shape_of, sum_to, variadic_keywords
+from .base import (Unary, axes_of, default_outputs, number_of, one_axis, shape_of, sum_to,
+                   variadic_keywords)
 
 __all__ = ["reshape", "transpose", "concatenate", "slice", "identity", "sink", "stack", "split",
            "pad", "tile", "broadcast", "broadcast_to", "flip", "shift", "arange", "linspace",
@@ -575,16 +576,10 @@ class Generated(Function):
         return (xp.asarray(self.values, dtype=self.dtype),)
 
 
-def _number(owner: str, name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not np.isfinite(value):
-        raise DpnbError(f"{owner}: {name} must be a finite number, got {value!r}")
-    return float(value)
-
-
 def arange(start: float, stop: float, step: float = 1, n_outputs: int = -1, outputs=None) -> Variable:
     """The 1-D array start, start + step, ... up to but not including ``stop``."""
     default_outputs("F.arange", n_outputs, outputs)
-    start, stop, step = (_number("F.arange", n, v) for n, v in
+    start, stop, step = (number_of("F.arange", n, v) for n, v in
                          (("start", start), ("stop", stop), ("step", step)))
     if step == 0:
         raise DpnbError("F.arange: step must not be 0")
@@ -597,7 +592,7 @@ def linspace(start: float, stop: float, num: int) -> Variable:
     """``num`` evenly spaced values from ``start`` to ``stop``, both included."""
     if isinstance(num, bool) or not isinstance(num, (int, np.integer)) or num < 0:
         raise DpnbError(f"F.linspace: num must be an int >= 0, got {num!r}")
-    start, stop = _number("F.linspace", "start", start), _number("F.linspace", "stop", stop)
+    start, stop = number_of("F.linspace", "start", start), number_of("F.linspace", "stop", stop)
     return Generated(np.linspace(start, stop, int(num)), "Linspace",
                       {"start": start, "stop": stop, "num": int(num)})()
 
@@ -606,7 +601,7 @@ def constant(val: float = 0, shape: Sequence[int] = (), n_outputs: int = -1,
              outputs=None) -> Variable:
     """An array of ``shape`` filled with ``val``."""
     default_outputs("F.constant", n_outputs, outputs)
-    val = _number("F.constant", "val", val)
+    val = number_of("F.constant", "val", val)
     size = shape_of("F.constant", shape)
     return Generated(np.full(size, val), "Constant", {"val": val, "shape": list(size)})()
 

@@ -26,6 +26,15 @@ def _is_int(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
+def number_of(owner: Owner, name: str, value, integer: bool = False) -> float | int:
+    """A finite number argument as a Python float (an int with ``integer``)."""
+    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
+    if not isinstance(value, kinds) or isinstance(value, bool) or not np.isfinite(value):
+        raise argument_error(owner, f"{name} must be {'an int' if integer else 'a finite number'}, "
+                                    f"got {value!r}")
+    return int(value) if integer else float(value)
+
+
 def one_axis(owner: Owner, axis: int | None, ndim: int, name: str = "axis") -> int:
     """One axis of an ``ndim``-D input (None: the last), made non-negative."""
     axis = ndim - 1 if axis is None else axis

@@ -13,7 +13,7 @@ import numpy as np
 from .. import random as _random
 from ..context import to_module
 from ..graph import Function, Variable
-from .base import axes_of, base_axis_of, default_outputs, shape_of
+from .base import axes_of, base_axis_of, default_outputs, number_of, shape_of
 
 __all__ = ["dropout", "image_augmentation", "rand", "randn", "randint", "rand_binomial", "rand_beta",
            "rand_gamma", "random_choice", "random_crop", "random_flip", "random_shift",
@@ -219,14 +219,6 @@ def _check_seed(owner: Function, seed: int) -> int:
     return int(seed)
 
 
-def _number(owner: Function, name: str, value, integer: bool = False):
-    """``value`` as a Python int or float, or an error naming it."""
-    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
-    if not isinstance(value, kinds) or isinstance(value, bool):
-        raise owner.error(f"{name} must be {'an int' if integer else 'a number'}, got {value!r}")
-    return int(value) if integer else float(value)
-
-
 class _Sampler(Function):
     """Base of the functions that draw an array of ``shape`` from a distribution (no input,
     no gradient); a subclass checks its parameters in ``check`` and draws in ``draw``."""
@@ -264,7 +256,7 @@ class Rand(_Sampler):
         self.low, self.high = low, high
 
     def check(self):
-        self.low, self.high = _number(self, "low", self.low), _number(self, "high", self.high)
+        self.low, self.high = number_of(self, "low", self.low), number_of(self, "high", self.high)
         if not self.low < self.high:
             raise self.error(f"expected low < high, got low={self.low}, high={self.high}")
 
@@ -290,7 +282,7 @@ class Randn(_Sampler):
         self.mu, self.sigma = mu, sigma
 
     def check(self):
-        self.mu, self.sigma = _number(self, "mu", self.mu), _number(self, "sigma", self.sigma)
+        self.mu, self.sigma = number_of(self, "mu", self.mu), number_of(self, "sigma", self.sigma)
         if self.sigma == 0:
             raise self.error("sigma must not be 0; give a standard deviation (1 is the usual)")
 
@@ -315,8 +307,8 @@ class Randint(_Sampler):
         self.low, self.high = low, high
 
     def check(self):
-        self.low = _number(self, "low", self.low, integer=True)
-        self.high = _number(self, "high", self.high, integer=True)
+        self.low = number_of(self, "low", self.low, integer=True)
+        self.high = number_of(self, "high", self.high, integer=True)
         if not self.low < self.high:
             raise self.error(f"expected low < high, got low={self.low}, high={self.high}")
         info = np.iinfo(np.int32)
@@ -342,7 +334,7 @@ class RandBinomial(_Sampler):
         self.n, self.p = n, p
 
     def check(self):
-        self.n, self.p = _number(self, "n", self.n, integer=True), _number(self, "p", self.p)
+        self.n, self.p = number_of(self, "n", self.n, integer=True), number_of(self, "p", self.p)
         if self.n < 1 or not 0 < self.p < 1:
             raise self.error(f"expected n >= 1 trials and a probability 0 < p < 1 (as nnabla), got "
                              f"n={self.n}, p={self.p}")
@@ -366,7 +358,8 @@ class RandBeta(_Sampler):
         self.alpha, self.beta = alpha, beta
 
     def check(self):
-        self.alpha, self.beta = _number(self, "alpha", self.alpha), _number(self, "beta", self.beta)
+        self.alpha = number_of(self, "alpha", self.alpha)
+        self.beta = number_of(self, "beta", self.beta)
         if self.alpha <= 0 or self.beta <= 0:
             raise self.error(f"alpha and beta must be > 0, got alpha={self.alpha}, beta={self.beta}")
 
@@ -389,7 +382,7 @@ class RandGamma(_Sampler):
         self.k, self.theta = k, theta
 
     def check(self):
-        self.k, self.theta = _number(self, "k", self.k), _number(self, "theta", self.theta)
+        self.k, self.theta = number_of(self, "k", self.k), number_of(self, "theta", self.theta)
         if self.k <= 0 or self.theta <= 0:
             raise self.error(f"k and theta must be > 0, got k={self.k}, theta={self.theta}")
 
@@ -614,7 +607,7 @@ class RandomShift(_Remap):
         if self.border_mode not in _BORDERS:
             raise self.error(f"border_mode must be one of {', '.join(_BORDERS)}, got "
                              f"{self.border_mode!r}")
-        self.fill = _number(self, "constant_value", self.fill)
+        self.fill = number_of(self, "constant_value", self.fill)
         return x.shape
 
     def source(self, axis, group, pos):
@@ -645,7 +638,7 @@ def _pair(owner: Function, name: str, value, positive: bool) -> tuple[float, flo
     given = tuple(value) if isinstance(value, (tuple, list)) else (value,)
     if len(given) != 2:
         raise owner.error(f"{name} must be two numbers (low, high), got {value!r}")
-    low, high = (_number(owner, name, v) for v in given)
+    low, high = (number_of(owner, name, v) for v in given)
     if low > high or (positive and low <= 0):
         raise owner.error(f"{name} must be (low, high) with {'0 < ' if positive else ''}"
                           f"low <= high, got {value!r}")
@@ -682,10 +675,10 @@ class RandomErase(Function):
             raise self.error(f"expected images {layout} after the sample axes: 3 axes from "
                              f"base_axis={self.base_axis} on, got shape {x.shape}; set base_axis "
                              "to the number of sample axes")
-        self.prob = _number(self, "prob", self.prob)
+        self.prob = number_of(self, "prob", self.prob)
         if not 0 <= self.prob <= 1:
             raise self.error(f"prob must be in [0, 1], got {self.prob}")
-        self.n = _number(self, "n", 1 if self.n is None else self.n, integer=True)
+        self.n = number_of(self, "n", 1 if self.n is None else self.n, integer=True)
         if self.n < 1:
             raise self.error(f"n, the most patches per image, must be >= 1, got {self.n}")
         self.area_ratios = _pair(self, "area_ratios", self.area_ratios, positive=True)
