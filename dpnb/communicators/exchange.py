@@ -49,32 +49,27 @@ class Group:
 
 class ListSource:
     """The items of a caller's list, and how to tell that they are still where a
-    plan found them: flat storage moves when it grows, other handles may be rebound."""
+    plan found them: flat storage moves when it grows (rebinding every handle into
+    it), other handles may be rebound one by one."""
 
     def __init__(self, objs: list, operation: str):
         self.objs = objs  # held, so that the ids in the cache key stay theirs
         self.arrays, self.handles = resolve(objs, operation)
-        self._stored: list = []
-        self._loose: list = []
-        self._plain = False
+        self._watched: list = []  # handles whose rebinding means the plan is stale
+        self._bound: list = []    # the arrays they were bound to then
 
     def pieces(self) -> list:
         self.arrays = [h.data if h is not None else a for a, h in zip(self.arrays, self.handles)]
         pieces = pieces_of_list(self.arrays, self.handles)
-        self._stored = list({p.buffer: p.flat for p in pieces if p.buffer is not None}.values())
-        self._loose = [(p.handle, p.view) for p in pieces if p.buffer is None
-                       and p.handle is not None]
-        self._loose_handles = [h for h, _ in self._loose]
-        self._loose_arrays = [h.data for h in self._loose_handles]
-        self._plain = not self._stored and not self._loose_handles  # nothing can move
+        one_per_buffer = {p.buffer: p.handle for p in pieces if p.buffer is not None}
+        self._watched = list(one_per_buffer.values()) + [
+            p.handle for p in pieces if p.buffer is None and p.handle is not None]
+        self._bound = [h.data for h in self._watched]
         return pieces
 
-    def fingerprint(self) -> tuple:
-        """Changes when any item's memory moved."""
-        if self._plain:
-            return ()
-        moved = not all(map(operator.is_, map(_DATA, self._loose_handles), self._loose_arrays))
-        return (moved, tuple(address(flat) for flat in self._stored))
+    def moved(self) -> bool:
+        """Whether any item's memory moved since ``pieces()``."""
+        return not all(map(operator.is_, map(_DATA, self._watched), self._bound))
 
 
 class Prepared:
@@ -85,17 +80,15 @@ class Prepared:
         self.source = source
         self.nccl = nccl
         self._plan: Plan | None = None
-        self._fingerprint = None
         self._settings = None
 
     def plan(self) -> Plan:
         exchange = self.exchange
         if (self._plan is not None and self._settings == (exchange.segment_bytes,
                                                           exchange.bucket_bytes)
-                and self.source.fingerprint() == self._fingerprint):
+                and not self.source.moved()):
             return self._plan
         self._plan = exchange.build_plan(self.source.pieces(), self.nccl)
-        self._fingerprint = self.source.fingerprint()
         self._settings = (exchange.segment_bytes, exchange.bucket_bytes)
         return self._plan
 

@@ -29,20 +29,23 @@ class SolverSource:
 
     def __init__(self, solver):
         self.solver = solver
-        self._runs: list = []
+        self._where: tuple = ()  # the runs, and where their gradients lay, at ``pieces()``
 
     def pieces(self) -> list[Piece]:
-        self._runs = self.solver.runs
-        if not self._runs:
+        runs = self.solver.runs
+        if not runs:
             raise DpnbError(f"gradient_reducer: the {self.solver.name} solver has no parameters; "
                             "call solver.set_parameters(nn.get_parameters()) first")
-        return pieces_of_runs(self._runs)
+        self._where = _where(runs)
+        return pieces_of_runs(runs)
 
-    def fingerprint(self) -> tuple:
-        """Changes when the solver's runs change or their storage moves."""
-        runs = self.solver.runs
-        return (tuple(map(id, runs)), tuple(address(run.grad()) for run in runs)) \
-            if len(runs) == len(self._runs) else ()
+    def moved(self) -> bool:
+        """Whether the solver's runs changed or their storage moved since ``pieces()``."""
+        return _where(self.solver.runs) != self._where
+
+
+def _where(runs: list) -> tuple:
+    return tuple(map(id, runs)), tuple(address(run.grad()) for run in runs)
 
 
 class GradientReducer:

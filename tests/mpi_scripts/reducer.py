@@ -92,47 +92,47 @@ def check_against_references(comm, ok: Checks, r: int) -> None:
 
 
 def check_storage_growth(comm, ok: Checks, r: int) -> None:
-    """Flat storage grows (and moves) between steps: the reducer re-plans once and
-    reduces the new memory; the solver's new parameters are followed too."""
+    """Flat storage grows (and moves) between steps: the reducer, as callback or
+    after backward, and all_reduce of the same list re-plan once and reduce the new
+    memory; the solver's new parameters are followed too."""
     x = nn.Variable.from_numpy_array(rank_data(r, 2, (4, 6), np.float32))
     loss = mlp(x)
     solver = S.Sgd(0.1)
     solver.set_parameters(nn.get_parameters())
     params = list(nn.get_parameters().values())
     reducer = comm.gradient_reducer(solver, division=True, pack_size=50)
-    for use_callback in (False, True):
-        callback = reducer if use_callback else None
-        backward_of(loss, params, callback)
-        if not use_callback:
-            reducer.all_reduce()
+    paths = {  # name: (backward's callback, what runs after backward)
+        "reducer.all_reduce()": (None, reducer.all_reduce),
+        "reducer as callback": (reducer, lambda: None),
+        "all_reduce(list)": (None, lambda: comm.all_reduce([p.grad for p in params],
+                                                          division=True)),
+    }
+    for k, (name, (callback, after)) in enumerate(paths.items()):
+        def step():
+            backward_of(loss, params, callback)
+            after()
+
+        step()
         built = comm.plans_built
-        backward_of(loss, params, callback)
-        if not use_callback:
-            reducer.all_reduce()
-        ok.true(comm.plans_built == built, f"callback={use_callback}: a plan was built on the "
-                f"second step ({comm.plans_built - built})")
+        step()
+        ok.true(comm.plans_built == built, f"{name}: a plan was built on the second step "
+                f"({comm.plans_built - built})")
         where = params[0].g.__array_interface__["data"][0]
-        with nn.parameter_scope(f"grown{int(use_callback)}"):
+        with nn.parameter_scope(f"grown{k}"):
             nn.get_parameter_or_create("big", (200000,))  # beyond the capacity: storage moves
         ok.true(params[0].g.__array_interface__["data"][0] != where, "storage did not move")
         backward_of(loss, params)
         expected = mean_over_ranks([p.g for p in params])
         built = comm.plans_built
-        backward_of(loss, params, callback)
-        if not use_callback:
-            reducer.all_reduce()
-        ok.true(comm.plans_built > built, f"callback={use_callback}: no new plan after the "
-                "storage moved")
+        step()
+        ok.true(comm.plans_built > built, f"{name}: no new plan after the storage moved")
         for i, p in enumerate(params):
-            ok.close(p.g, expected[i], f"callback={use_callback}, after growth: gradient {i}")
+            ok.close(p.g, expected[i], f"{name}, after growth: gradient {i}")
         built = comm.plans_built
-        backward_of(loss, params, callback)
-        if not use_callback:
-            reducer.all_reduce()
-        ok.true(comm.plans_built == built, f"callback={use_callback}: re-planned again")
+        step()
+        ok.true(comm.plans_built == built, f"{name}: re-planned again")
         for i, p in enumerate(params):
-            ok.close(p.g, expected[i], f"callback={use_callback}, step after growth: "
-                                       f"gradient {i}")
+            ok.close(p.g, expected[i], f"{name}, step after growth: gradient {i}")
     # the solver takes more parameters: the reducer follows them
     with nn.parameter_scope("extra"):
         extra = nn.get_parameter_or_create("w", (3,), initializer=np.ones(3))
