@@ -30,9 +30,22 @@ def cuda_aware_mpi(comm) -> bool:
     return "cuda:device" in kinds.split(",")
 
 
+_live_layouts = 0  # datatypes layout_type committed and not yet freed
+
+
+def live_layout_types() -> int:
+    """How many datatypes ``layout_type`` has made that are not freed yet: one per
+    packed chunk still held by a plan, so bounded by the plan cache."""
+    return _live_layouts
+
+
 def _free_type(datatype) -> None:
+    """Free a chunk's layout datatype when the chunk goes away (a plan dropped from
+    the cache, or made again because its arrays moved)."""
+    global _live_layouts
     from mpi4py import MPI
 
+    _live_layouts -= 1
     if not MPI.Is_finalized():
         datatype.Free()
 
@@ -41,7 +54,10 @@ def layout_type(chunk: Packed):
     """An MPI datatype listing the pieces of ``chunk`` at their absolute addresses,
     so that packing and unpacking are one local MPI copy each, looped in C: for
     many small arrays much faster than a NumPy call per array.  None where the
-    pieces need a cast (float16) or live on a GPU.  Made once per chunk."""
+    pieces need a cast (float16) or live on a GPU.  Made once per chunk, freed with
+    it; built on the predefined type of the dtype, which needs no freeing (mpi4py's
+    ``dtlib.from_numpy_dtype`` returns a duplicate that would)."""
+    global _live_layouts
     layout = chunk.transport.get("mpi")
     if layout is None:
         if not chunk.host_only or len(chunk.entries) < 2 or any(
@@ -49,11 +65,11 @@ def layout_type(chunk: Packed):
             layout = False
         else:
             from mpi4py import MPI
-            from mpi4py.util.dtlib import from_numpy_dtype
 
-            layout = from_numpy_dtype(chunk.dtype).Create_hindexed(
+            layout = MPI.Datatype.fromcode(chunk.dtype.char).Create_hindexed(
                 [count for _, _, count in chunk.entries],
                 [MPI.Get_address(view) for view, _, _ in chunk.entries]).Commit()
+            _live_layouts += 1
             weakref.finalize(chunk, _free_type, layout)
         chunk.transport["mpi"] = layout
     return layout or None
