@@ -1,21 +1,25 @@
 """The MPI communicator, tested across real processes: each test starts one
-mpiexec run of a script from tests/mpi_scripts (through tests/ranks.py), whose
+mpiexec run of a script from tests/mpi_scripts (through dpnb.testing), whose
 ranks compare every result with a NumPy reference and report their failures."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
 import dpnb as nn
 import dpnb.communicators as C
 from dpnb.errors import DpnbError
+from dpnb.testing import assert_ranks_ok, check_ranks, run_script
 from conftest import requires_gpu
-from ranks import assert_ranks_ok, check_ranks, run_ranks
+
+SCRIPTS = Path(__file__).parent / "mpi_scripts"
+
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_collectives_against_numpy(n):
-    check_ranks(n, "collectives.py")
+    check_ranks(n, SCRIPTS / "collectives.py")
 
 
 @pytest.mark.parametrize("mode,check", [("timeout", "check"), ("timeout", "nocheck"),
@@ -26,9 +30,9 @@ def test_waiting_rank_fails_cleanly(mode, check):
     Their collectives stay pending, so they end without MPI_Finalize and mpiexec
     kills the absent rank: the ranks' own reports decide, not the exit status."""
     n = 3
-    output = run_ranks(n, "broken.py", mode, check, exit_status=False)
-    assert "Traceback" not in output, output
-    assert_ranks_ok(output, range(n - 1))
+    run = run_script(n, SCRIPTS / "broken.py", mode, check)
+    assert "Traceback" not in run.output, run.output
+    assert_ranks_ok(run, range(n - 1), exit_status=False)
 
 
 @requires_gpu
@@ -37,7 +41,7 @@ def test_nccl_against_numpy():
     import cupy
 
     n = min(2, cupy.cuda.runtime.getDeviceCount())
-    check_ranks(n, "gpu.py", timeout=120)
+    check_ranks(n, SCRIPTS / "gpu.py", timeout=120)
 
 
 def test_not_initialised():

@@ -12,7 +12,9 @@ level and inside functions alike.  The layers, lowest first:
 2. communicators (and utils.communicator_util, nnabla's helper that builds one);
 3. cluster: the launcher, the engine entry point and everything that runs on engines;
 4. notebook: inspection and the ``%dpnb`` magics in the notebook's kernel;
-5. commands: ``dpnb`` (cli, ``__main__``) and its tutorial runner.
+5. commands: ``dpnb`` (cli, ``__main__``) and its tutorial runner;
+6. testing: the multi-process test harness (``dpnb.testing``), for tests and
+   benchmarks only; it needs no more than the communicators.
 
 A module may import its own layer and those below.  The package's ``__init__`` is
 the public facade over all of them and is left out, as the cycle counter leaves it."""
@@ -34,6 +36,7 @@ LAYERS = {
     "cluster": ["cluster"],
     "notebook": ["notebook"],
     "commands": ["cli", "__main__", "tutorial_command"],
+    "testing": ["testing"],
 }
 ORDER = list(LAYERS)
 
@@ -157,6 +160,14 @@ def test_no_import_runs_up_the_layers():
 def test_no_import_cycles():
     found = cycles(import_graph())
     assert found == [], "import cycles:\n  " + "\n  ".join(" ".join(c) for c in found)
+
+
+def test_the_test_harness_needs_no_more_than_the_communicators():
+    allowed = ORDER[:ORDER.index("communicators") + 1] + ["testing"]
+    beyond = [f"{name} imports {target} ({layer_of(target)})"
+              for name, targets in sorted(import_graph().items()) if layer_of(name) == "testing"
+              for target in sorted(targets) if layer_of(target) not in allowed]
+    assert beyond == [], "dpnb.testing imports above the communicators:\n  " + "\n  ".join(beyond)
 
 
 def _package(tmp_path: Path, files: dict[str, str]) -> Path:

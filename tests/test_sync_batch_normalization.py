@@ -4,21 +4,25 @@ batch normalization of the whole batch (tests/mpi_scripts/sync_bn.py checks
 them on every rank)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import requires_gpu
-from ranks import check_ranks
 
 import dpnb as nn
 import dpnb.communicators as C
 import dpnb.functions as F
 import dpnb.parametric_functions as PF
 from dpnb.errors import DpnbError
+from dpnb.testing import check_ranks
+
+SCRIPTS = Path(__file__).parent / "mpi_scripts"
 
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_matches_batch_normalization_of_the_global_batch(n):
-    check_ranks(n, "sync_bn.py")
+    check_ranks(n, SCRIPTS / "sync_bn.py")
 
 
 @requires_gpu
@@ -27,7 +31,7 @@ def test_gpu_matches_batch_normalization_of_the_global_batch():
     import cupy
 
     n = min(2, cupy.cuda.runtime.getDeviceCount())
-    check_ranks(n, "sync_bn.py", "cudnn", timeout=120)
+    check_ranks(n, SCRIPTS / "sync_bn.py", "cudnn", timeout=120)
 
 
 def bn_inputs() -> list:

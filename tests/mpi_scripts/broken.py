@@ -15,10 +15,10 @@ import time
 
 import numpy as np
 from mpi4py import MPI
-from rankcheck import Checks, guarded
 
 import dpnb as nn
 import dpnb.communicators as C
+from dpnb.testing import Checks, guarded
 
 TIMEOUT = 1.0
 SIGNAL_AFTER = 0.3

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 from mpi4py import MPI
-from rankcheck import Checks, guarded, rank_data
 
 import dpnb as nn
 import dpnb.communicators as C
 from dpnb.communicators.plan import DEFAULT_BUCKET_BYTES, DEFAULT_SEGMENT_BYTES
 from dpnb.errors import DpnbError
+from dpnb.testing import Checks, guarded, rank_data
 
 SHAPES = [(3, 4), (70000,), (5,), (2, 3, 4), (1,)]  # one over the direct-reduction threshold
 

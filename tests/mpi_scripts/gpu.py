@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import cupy
 import numpy as np
-from rankcheck import Checks, guarded, rank_data
 
 import dpnb as nn
 import dpnb.communicators as C
 import dpnb.functions as F
 import dpnb.solvers as S
 from dpnb.ext_utils import get_extension_context
+from dpnb.testing import Checks, guarded, rank_data
 
 SHAPES = [(3, 4), (70000,), (5,)]
 

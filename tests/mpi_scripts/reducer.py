@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 from mpi4py import MPI
-from rankcheck import Checks, guarded, rank_data
 
 import dpnb as nn
 import dpnb.communicators as C
@@ -16,6 +15,7 @@ import dpnb.functions as F
 import dpnb.parametric_functions as PF
 import dpnb.solvers as S
 from dpnb.errors import DpnbError
+from dpnb.testing import Checks, guarded, rank_data
 
 
 def mlp(x):

@@ -8,7 +8,6 @@ import functools
 import sys
 
 import numpy as np
-from rankcheck import Checks, guarded
 
 import dpnb as nn
 import dpnb.communicators as C
@@ -17,6 +16,7 @@ import dpnb.parametric_functions as PF
 from dpnb.context import to_module
 from dpnb.errors import DpnbError
 from dpnb.ext_utils import get_extension_context
+from dpnb.testing import Checks, guarded
 
 BATCH = (2, 3, 1)  # rank r holds BATCH[r] samples of the global batch
 # (sample shape, axes): channels first, 2-D input, two kept axes apart, the last axis
