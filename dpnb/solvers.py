@@ -9,7 +9,12 @@ vectorised operations instead of a Python loop over parameters.  States
 count ``t`` is kept per run.  Variables outside flat storage are runs of their
 own.  The run's arrays are fetched at every call, because flat storage moves
 when it grows.  Rules that need per-parameter norms (Lamb, Lars) sum squares per
-parameter with ``reduceat`` over each slice of the run, never a loop per parameter."""
+parameter with ``reduceat`` over each slice of the run, never a loop per parameter.
+
+float16 parameters are updated in float32, as nnabla's mixed precision does:
+their states and scratch are float32, and each slice of parameters and
+gradients is widened into float32 buffers, updated there and rounded back, so
+that ``eps`` (1e-8 is 0 in float16) and ``g**2`` (it underflows) keep their values."""
 from __future__ import annotations
 
 import bisect
@@ -33,6 +38,15 @@ from .storage import Run, contiguous_runs
 # Elements per slice of a CPU update: five float32 arrays of it (parameters, gradients,
 # two states, scratch) take 1.3 MB, within one core's L2 cache.
 CPU_SLICE = 1 << 16
+# The type a parameter type's update computes and keeps its states in, where it differs.
+_WIDER = {np.dtype(np.float16): np.dtype(np.float32)}
+
+
+def _arithmetic_dtype(dtype) -> np.dtype:
+    """The type in which parameters of ``dtype`` are updated and their states kept:
+    float32 for float16 parameters, else their own."""
+    dtype = np.dtype(dtype)
+    return _WIDER.get(dtype, dtype)
 
 __all__ = ["Solver", "SolverState", "Sgd", "Momentum", "Nesterov", "Adam", "AdamW", "Adagrad",
            "RMSprop", "Adadelta", "Adamax", "AMSGRAD", "AdaBound", "AMSBound", "AdaBelief", "Lamb",
@@ -101,7 +115,9 @@ def _parts(offsets: Sequence[int], size: int, xp: ModuleType, step: int) -> list
 class _RunState:
     """A run and what the solver keeps for it: flat state arrays laid out like the
     run, its step count, scratch buffers, the parameters' offsets (an array of
-    ``xp``, for segment reductions) and sizes, and the slices of an update."""
+    ``xp``, for segment reductions) and sizes, and the slices of an update.
+    States and scratch are in the run's arithmetic type; for a float16 run
+    ``wide`` holds float32 buffers of one slice for its parameters and gradients."""
 
     run: Run
     names: list[str]
@@ -113,11 +129,36 @@ class _RunState:
     sizes: tuple[int, ...]
     parts: list[_Part]
     spare: object = None
+    wide: tuple | None = None
 
     def slices(self) -> list[tuple[str, slice]]:
         """Each parameter's name and its stretch of the run's flat arrays."""
         return [(name, slice(offset, offset + size))
                 for name, offset, size in zip(self.names, self.run.offsets, self.sizes)]
+
+    def data(self, part: _Part):
+        """The parameters of ``part`` in the arithmetic type: a view of the run, or for
+        a float16 run a float32 copy, which ``store`` writes back."""
+        w = self.run.data()[part.slice]
+        return w if self.wide is None else _widened(w, self.wide[0])
+
+    def grad(self, part: _Part):
+        """The gradients of ``part`` in the arithmetic type (a float32 copy for float16)."""
+        g = self.run.grad()[part.slice]
+        return g if self.wide is None else _widened(g, self.wide[1])
+
+    def store(self, part: _Part, w) -> None:
+        """Write the parameters ``w`` of ``part`` (from ``data``, updated) back into the
+        run, rounding them to float16; a view of the run is already there."""
+        if self.wide is not None:
+            self.run.data()[part.slice] = w
+
+
+def _widened(x, buffer):
+    """``x`` copied into the start of ``buffer``, in its wider type."""
+    wide = buffer[:x.size]
+    wide[...] = x
+    return wide
 
 
 class Solver:
@@ -244,13 +285,16 @@ class Solver:
     def _new_run_state(self, run: Run, names: list[str], t: int, kept: dict) -> _RunState:
         data = run.data()
         xp = array_module_of(data)
-        state = {key: xp.zeros(run.size, data.dtype) for key in self._state_names}
+        dtype = _arithmetic_dtype(data.dtype)
+        state = {key: xp.zeros(run.size, dtype) for key in self._state_names}
         step = CPU_SLICE if xp is np else max(run.size, 1)
-        rs = _RunState(run, names, xp, state, t, xp.empty(run.size, data.dtype),
+        wide = (None if dtype == data.dtype else
+                tuple(xp.empty(min(step, run.size), dtype) for _ in range(2)))
+        rs = _RunState(run, names, xp, state, t, xp.empty(run.size, dtype),
                        xp.asarray(np.asarray(run.offsets, dtype=np.intp)),
                        tuple(v.size for v in run.variables),
                        _parts(run.offsets, run.size, xp, step),
-                       xp.empty(run.size, data.dtype) if self._spare_scratch else None)
+                       xp.empty(run.size, dtype) if self._spare_scratch else None, wide)
         for name, stretch in rs.slices():
             for key, array in (kept[name][0].items() if name in kept else ()):
                 rs.state[key][stretch] = to_module(array, xp)
@@ -289,11 +333,12 @@ class Solver:
 
     def _update_run_state(self, rs: _RunState) -> None:
         """Update one run, slice by slice, with the element-wise ``_update_run``."""
-        w, g = rs.run.data(), rs.run.grad()
         for part in rs.parts:
             s = part.slice
-            self._update_run(rs.xp, w[s], g[s], {name: a[s] for name, a in rs.state.items()},
+            w = rs.data(part)
+            self._update_run(rs.xp, w, rs.grad(part), {name: a[s] for name, a in rs.state.items()},
                              rs.t, rs.scratch[s])
+            rs.store(part, w)
 
     def _update_run(self, xp: ModuleType, w, g, state: dict, t: int, tmp) -> None:
         """Update the flat parameters ``w`` in place from the gradients ``g``,
@@ -316,9 +361,9 @@ class Solver:
             return
         if decay_rate == 0:
             return
-        for rs in runs:
+        for rs in runs:  # in the arithmetic type: decay * w may underflow float16
             g = rs.run.grad()
-            g += rs.xp.multiply(rs.run.data(), decay_rate, out=rs.scratch)
+            g += rs.xp.multiply(rs.run.data(), decay_rate, out=rs.scratch, dtype=rs.scratch.dtype)
 
     def _decay_rate(self) -> float:
         """The decay rate a fused solver applies in this update."""
@@ -337,19 +382,22 @@ class Solver:
         return float(value)
 
     def scale_grad(self, scale: float) -> None:
-        """Multiply every registered gradient by ``scale`` (e.g. to undo loss scaling)."""
+        """Multiply every registered gradient by ``scale`` (e.g. to undo loss scaling),
+        in the arithmetic type: a small scale is not rounded to float16 first."""
         scale = self._number("scale_grad", "scale", scale)
         for rs in self._require_runs():
-            rs.run.grad()[...] *= scale
+            g = rs.run.grad()
+            rs.xp.multiply(g, scale, out=g, dtype=rs.scratch.dtype)
 
     def clip_grad_by_norm(self, clip_norm: float) -> None:
         """Scale each parameter's gradient to an L2 norm of at most ``clip_norm``:
         ``g <- clip_norm * g / max(clip_norm, ||g||)``, norms taken per parameter."""
         if not clip_norm > 0:
             raise DpnbError(f"clip_grad_by_norm expects clip_norm > 0, got {clip_norm}")
-        for rs in self._require_runs():
+        for rs in self._require_runs():  # squares in the arithmetic type: float16 ones overflow
             xp, g = rs.xp, rs.run.grad()
-            norms = xp.sqrt(xp.add.reduceat(xp.multiply(g, g, out=rs.scratch), rs.offsets))
+            squares = xp.multiply(g, g, out=rs.scratch, dtype=rs.scratch.dtype)
+            norms = xp.sqrt(xp.add.reduceat(squares, rs.offsets))
             g *= xp.repeat(clip_norm / xp.maximum(norms, clip_norm), rs.sizes)
 
     def check_inf_or_nan_grad(self) -> bool:
@@ -624,11 +672,12 @@ class Adadelta(Solver):
         super().__init__(lr=lr, decay=decay, eps=eps)
 
     def _update_run_state(self, rs):
-        w, g = rs.run.data(), rs.run.grad()
         for part in rs.parts:
             s = part.slice
-            self._adadelta(rs.xp, w[s], g[s], rs.state["e_sqr_grad"][s],
+            w = rs.data(part)
+            self._adadelta(rs.xp, w, rs.grad(part), rs.state["e_sqr_grad"][s],
                            rs.state["e_sqr_delta"][s], rs.scratch[s], rs.spare[s])
+            rs.store(part, w)
 
     def _adadelta(self, xp, w, g, e_grad, e_delta, tmp, tmp2):
         decay, eps = self._hyper["decay"], self._hyper["eps"]
@@ -868,24 +917,24 @@ class Lamb(Solver):
                          eps=eps, bias_correction=bias_correction)
 
     def _update_run_state(self, rs):
-        xp, h, t = rs.xp, self._hyper, rs.t
-        w, g, decay = rs.run.data(), rs.run.grad(), self._decay_rate()
+        xp, h, t, decay = rs.xp, self._hyper, rs.t, self._decay_rate()
         m_scale, v_scale = ((1 - h["beta1"] ** t, math.sqrt(1 - h["beta2"] ** t))
                             if h["bias_correction"] else (1.0, 1.0))
-        w_sums, r_sums = (xp.zeros(len(rs.sizes), w.dtype) for _ in range(2))
+        w_sums, r_sums = (xp.zeros(len(rs.sizes), rs.scratch.dtype) for _ in range(2))
         for part in rs.parts:  # r into scratch, and the per-parameter norms of w and r
             s = part.slice
+            w, g = rs.data(part), rs.grad(part)
             m, v, r, tmp = rs.state["mean"][s], rs.state["var"][s], rs.scratch[s], rs.spare[s]
-            _moving_average(xp, m, g[s], h["beta1"], tmp)
-            _moving_square_average(xp, v, g[s], h["beta2"], tmp)
+            _moving_average(xp, m, g, h["beta1"], tmp)
+            _moving_square_average(xp, v, g, h["beta2"], tmp)
             xp.sqrt(v, out=r)
             r *= 1 / v_scale
             r += h["eps"]
             xp.divide(m, r, out=r)
             r *= 1 / m_scale
             if decay:
-                r += xp.multiply(w[s], decay, out=tmp)
-            part.add_square_sums(xp, w[s], tmp, w_sums)
+                r += xp.multiply(w, decay, out=tmp)
+            part.add_square_sums(xp, w, tmp, w_sums)
             part.add_square_sums(xp, r, tmp, r_sums)
         r_norms = xp.sqrt(r_sums)
         trust = xp.clip(xp.sqrt(w_sums), h["gamma_l"], h["gamma_u"])
@@ -893,7 +942,9 @@ class Lamb(Solver):
         trust *= h["eta"]
         for part in rs.parts:
             s = part.slice
-            w[s] -= xp.multiply(rs.scratch[s], part.spread(xp, trust), out=rs.spare[s])
+            w = rs.data(part)
+            w -= xp.multiply(rs.scratch[s], part.spread(xp, trust), out=rs.spare[s])
+            rs.store(part, w)
 
 
 class Lars(Solver):
@@ -911,27 +962,28 @@ class Lars(Solver):
         super().__init__(lr=lr, momentum=momentum, coefficient=coefficient, eps=eps)
 
     def _update_run_state(self, rs):
-        xp, h = rs.xp, self._hyper
-        w, g, decay, eps = rs.run.data(), rs.run.grad(), self._decay_rate(), h["eps"]
-        w_sums, g_sums = (xp.zeros(len(rs.sizes), w.dtype) for _ in range(2))
+        xp, h, decay, eps = rs.xp, self._hyper, self._decay_rate(), self._hyper["eps"]
+        dtype = rs.scratch.dtype
+        w_sums, g_sums = (xp.zeros(len(rs.sizes), dtype) for _ in range(2))
         for part in rs.parts:
             s = part.slice
-            part.add_square_sums(xp, w[s], rs.scratch[s], w_sums)
-            part.add_square_sums(xp, g[s], rs.scratch[s], g_sums)
+            part.add_square_sums(xp, rs.data(part), rs.scratch[s], w_sums)
+            part.add_square_sums(xp, rs.grad(part), rs.scratch[s], g_sums)
         w_norms = xp.sqrt(w_sums)
         denominator = xp.sqrt(g_sums) + decay * w_norms
-        denominator += xp.where(denominator < eps, eps, 0).astype(w.dtype)
+        denominator += xp.where(denominator < eps, eps, 0).astype(dtype)
         rate = xp.where(w_norms < eps, 1, h["coefficient"] * w_norms / denominator)
-        rate = (rate * h["lr"]).astype(w.dtype)
+        rate = (rate * h["lr"]).astype(dtype)
         for part in rs.parts:
             s = part.slice
-            v, tmp = rs.state["v"][s], rs.scratch[s]
-            xp.multiply(w[s], decay, out=tmp)
-            tmp += g[s]
+            w, v, tmp = rs.data(part), rs.state["v"][s], rs.scratch[s]
+            xp.multiply(w, decay, out=tmp)
+            tmp += rs.grad(part)
             tmp *= part.spread(xp, rate)
             v *= h["momentum"]
             v += tmp
-            w[s] -= v
+            w -= v
+            rs.store(part, w)
 
 
 class Lion(Solver):

@@ -2,8 +2,12 @@
 (tests/mpi_scripts/memory.py), all_reduce of small arrays new on every call."""
 from __future__ import annotations
 
-from ranks import check_ranks
+from pathlib import Path
+
+from dpnb.testing import check_ranks
+
+SCRIPTS = Path(__file__).parent / "mpi_scripts"
 
 
 def test_packed_all_reduce_frees_its_datatypes():
-    check_ranks(2, "memory.py", timeout=300)
+    check_ranks(2, SCRIPTS / "memory.py", timeout=300)
