@@ -98,8 +98,8 @@ class Float32Reference:
     def update(self, w16: dict, g16: dict) -> dict:
         self.t += 1
         result = {}
-        for n in w16:
-            w = self.step(self.h, w16[n].astype(np.float32), g16[n].astype(np.float32),
+        for n, w in w16.items():
+            w = self.step(self.h, w.astype(np.float32), g16[n].astype(np.float32),
                           self.s[n], self.t)
             self.s[n] = {k: np.asarray(a, np.float32) for k, a in self.s[n].items()}
             result[n] = np.asarray(w, np.float32).astype(np.float16)
@@ -196,7 +196,7 @@ def test_issue_first_update_of_half_parameters_is_finite(name):
         solver = getattr(S, name)()
         solver.set_parameters({"w": w})
         solver.update()
-    make, _, step, state_names, _ = CASES[name]
+    _, _, step, state_names, _ = CASES[name]
     expected = Float32Reference(step, solver.info, state_names, {"w": w}).update(
         {"w": np.array([1.0, 2.0], np.float16)}, {"w": np.array([0, 1e-4], np.float16)})
     assert_within_rounding(w.d, expected["w"], name)
