@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import runpy
 import shlex
@@ -62,49 +63,69 @@ def run_script(script: str, args: list[str]) -> int:
     return 0
 
 
-def cluster_start(n: int | None, profile: str, timeout: float, mpi_args: list[str]) -> int:
+def cluster_start(n: int | None, where: dict, cluster_id: str, timeout: float,
+                  mpi_args: list[str]) -> int:
     """Start MPI engines that outlive this command, in an IPython profile (installed if missing)."""
     from dpnb.cluster import Cluster
     from dpnb.cluster.profile import install, profile_dir
 
-    if not (profile_dir() / "ipcluster_config.py").exists() and profile == "mpi":
+    if where.get("profile") == "mpi" and not (profile_dir() / "ipcluster_config.py").exists():
         install()
-    cluster = Cluster(n, profile=profile, cluster_id="", timeout=timeout, mpi_args=mpi_args,
+    cluster = Cluster(n, **where, cluster_id=cluster_id, timeout=timeout, mpi_args=mpi_args,
                       progress=False, stop_at_exit=False)
     cluster.start()
     print(cluster.topology())
-    print(f"connect with: ipyparallel.Client(profile={profile!r}); "
-          f"stop with: dpnb cluster stop --profile {profile}")
+    options = _cluster_options(where, cluster_id)
+    client = ", ".join(f"{k}={v!r}" for k, v in {**where, "cluster_id": cluster_id}.items()
+                       if v or k != "cluster_id")
+    print(f"connect with: ipyparallel.Client({client}); "
+          f"stop with: dpnb cluster stop{options}")
     cluster.client.close()
     return 0
 
 
-def cluster_stop(profile: str, timeout: float) -> int:
-    from dpnb.cluster import Cluster
+def _cluster_options(where: dict, cluster_id: str) -> str:
+    """The command-line options that name a cluster."""
+    options = "".join(f" --{k.replace('_', '-')} {v}" for k, v in where.items())
+    return options + (f" --cluster-id {cluster_id}" if cluster_id else "")
 
-    Cluster.attach(profile, timeout=timeout).stop()
-    print(f"stopped the cluster of profile {profile!r}")
+
+def cluster_stop(where: dict, cluster_id: str, timeout: float) -> int:
+    """Stop the cluster, whatever is left of it: every process that belongs to it ends."""
+    from dpnb.cluster.launcher import stop_cluster
+
+    found = stop_cluster(**where, cluster_id=cluster_id, timeout=timeout)
+    ended = f"; ended {found.describe()}" if found.processes else ""
+    named = (f"profile {where['profile']!r}" if "profile" in where
+             else f"profile directory {where['profile_dir']}")
+    print(f"stopped the cluster in {named}{f' (cluster id {cluster_id!r})' if cluster_id else ''}"
+          f"{ended}")
     return 0
 
 
-def cluster_status(profile: str, timeout: float) -> int:
-    from dpnb.cluster import Cluster
-    from dpnb.errors import DpnbError
+STATUS_CODES = {"running": 0, "not running": 1, "no engines": 2, "no controller": 2}
 
-    try:
-        cluster = Cluster.attach(profile, timeout=timeout)
-    except DpnbError as e:
-        print(e)
-        return 1
-    print(cluster.topology())
-    cluster.client.close()
-    return 0
+
+def cluster_status(where: dict, cluster_id: str, timeout: float) -> int:
+    """Print the engines, or what is wrong; exit 0 running, 1 not running, 2 part of it left."""
+    from dpnb.cluster.launcher import cluster_status as status_of
+
+    status = status_of(**where, cluster_id=cluster_id, timeout=timeout)
+    if status.topology is not None:
+        print(status.topology)
+    print(status.message)
+    return STATUS_CODES[status.state]
 
 
 def profile_install(ipython_dir: str | None, force: bool) -> int:
     from dpnb.cluster.profile import install
+    from dpnb.errors import DpnbError
 
-    path = install(ipython_dir, force=force)
+    try:
+        path = install(ipython_dir, force=force)
+    except DpnbError as e:
+        print(f"dpnb profile install: {e}", file=sys.stderr)
+        return 1
     print(f"installed the IPython profile 'mpi' at {path.parent}")
     print("start it with: ipcluster start --profile=mpi -n 2   "
           "(or from JupyterLab's IPython Clusters panel)")
@@ -138,11 +159,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--context", choices=["cpu", "cuda", "cudnn"], default=None,
                    help="default: cudnn where a GPU is usable, else cpu")
-    p = commands.add_parser("cluster", help="start, stop or show MPI engines in an IPython profile")
+    p = commands.add_parser("cluster", help="start, stop or show MPI engines in an IPython profile",
+                            description="status exits 0 where the cluster runs, 1 where none "
+                                        "does, 2 where only part of it is left (stop ends that)")
     p.add_argument("action", choices=["start", "stop", "status"])
     p.add_argument("-n", type=int, default=None,
                    help="engines to start (default: one per GPU, else per CPU core)")
-    p.add_argument("--profile", default="mpi")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--profile", default="mpi", help="IPython profile name (default: mpi)")
+    where.add_argument("--profile-dir", default=None, help="a profile directory instead")
+    p.add_argument("--cluster-id", default="", help="for several clusters in one profile")
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("--mpi-args", default="", help="extra mpiexec arguments, e.g. '-f hostfile'")
     p = commands.add_parser("profile", help="install the IPython profile 'mpi'")
@@ -168,11 +194,29 @@ def main(argv: list[str] | None = None) -> int:
         from dpnb.tutorial_command import run
 
         return run(args.notebook, args.timeout)
-    if args.action == "start":
-        return cluster_start(args.n, args.profile, args.timeout, shlex.split(args.mpi_args))
-    if args.action == "stop":
-        return cluster_stop(args.profile, args.timeout)
-    return cluster_status(args.profile, args.timeout)
+    return cluster(args)
+
+
+def cluster(args) -> int:
+    """``dpnb cluster start|stop|status``: a DpnbError is printed, not raised."""
+    from dpnb.errors import DpnbError
+
+    where = {"profile_dir": args.profile_dir} if args.profile_dir else {"profile": args.profile}
+    handler = logging.StreamHandler()              # e.g. the files of a crashed cluster removed
+    handler.setFormatter(logging.Formatter("dpnb: %(message)s"))
+    logging.getLogger("dpnb").addHandler(handler)
+    try:
+        if args.action == "start":
+            return cluster_start(args.n, where, args.cluster_id, args.timeout,
+                                 shlex.split(args.mpi_args))
+        if args.action == "stop":
+            return cluster_stop(where, args.cluster_id, args.timeout)
+        return cluster_status(where, args.cluster_id, args.timeout)
+    except DpnbError as e:
+        print(f"dpnb cluster {args.action}: {e}", file=sys.stderr)
+        return 1 if args.action != "status" else 2
+    finally:
+        logging.getLogger("dpnb").removeHandler(handler)
 
 
 if __name__ == "__main__":

@@ -54,8 +54,9 @@ def test_profile_install(tmp_path, capsys):
     assert "ipcluster start --profile=mpi" in capsys.readouterr().out
     assert cli.main(["profile", "install", "--ipython-dir", str(tmp_path)]) == 0   # same: fine
     config.write_text("c = get_config()\n")
-    with pytest.raises(DpnbError, match="--force"):
-        cli.main(["profile", "install", "--ipython-dir", str(tmp_path)])
+    assert cli.main(["profile", "install", "--ipython-dir", str(tmp_path)]) == 1
+    assert "replace it with `dpnb profile install --force`" in capsys.readouterr().err
+    assert config.read_text() == "c = get_config()\n"
     assert cli.main(["profile", "install", "--ipython-dir", str(tmp_path), "--force"]) == 0
     assert config.read_text() == CONFIG_TEXT
 
@@ -109,6 +110,19 @@ def test_cluster_start_status_stop(tmp_path):
     assert not any(psutil.pid_exists(p) for p in pids)
     status = _dpnb(["cluster", "status"], env)
     assert status.returncode == 1 and "no cluster is running" in status.stdout
+
+
+def test_cluster_commands_name_profile_directory_and_cluster_id(tmp_path, capsys):
+    profile = tmp_path / "elsewhere"
+    options = ["--profile-dir", str(profile), "--cluster-id", "x"]
+    assert cli.main(["cluster", "status", *options]) == 1
+    assert capsys.readouterr().out.strip() == (
+        f"no cluster is running in profile directory {profile} (cluster id 'x'); start one "
+        f"with `dpnb cluster start --profile-dir {profile} --cluster-id x`")
+    assert cli.main(["cluster", "stop", *options]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"dpnb cluster stop: no cluster is running in profile directory {profile} "
+        "(cluster id 'x'); nothing to stop")
 
 
 def test_demo_still_works(capsys):

@@ -13,10 +13,13 @@ import sys
 import time
 import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ..errors import DpnbError
-from . import engine_side
+from . import engine_side, processes
 from .checks import require_mpi
+from .profile import ENGINE_CMD, name_of
+from .profile import profile_dir as named_profile_dir
 from .table import Table
 
 log = logging.getLogger(__name__)
@@ -26,7 +29,6 @@ _ipp_log.addHandler(logging.NullHandler())
 _ipp_log.propagate = False
 _ipp_log.setLevel(logging.WARNING)  # at DEBUG, launchers copy engine output to stderr
 
-ENGINE_CMD = [sys.executable, "-m", "dpnb.cluster.engine"]
 NO_TASK_BAR = 10**7  # seconds
 _running: weakref.WeakSet[Cluster] = weakref.WeakSet()
 _current: Cluster | None = None
@@ -87,6 +89,7 @@ class Cluster:
         self.client = None
         self.view = None
         self._processes: list = []
+        self._record: processes.Record | None = None
         self._monitor = None
 
     # -- starting -----------------------------------------------------------------
@@ -124,10 +127,16 @@ class Cluster:
         if self.ipp is not None:
             raise DpnbError("this cluster is already running; call stop() or restart() first")
         self.ipp = self._make_ipp_cluster()
+        try:
+            self._claim_profile()
+        except BaseException:
+            self.ipp = None
+            raise
         _running.add(self)
         try:
             self.ipp.start_controller_sync()
-            self.client = self.ipp.connect_client_sync()
+            self._remember_processes()
+            self.client = self._connect_client()
             self._start_engines()
         except BaseException:
             self.stop()
@@ -136,6 +145,33 @@ class Cluster:
             os.chmod(self.ipp.cluster_file, 0o600)  # process ids and paths: the owner's business
         _current = self
         return self
+
+    def _claim_profile(self) -> None:
+        """Refuse to start where a cluster of this profile and id runs (or is being
+        started); remove the files of one that ended without stopping; record this start."""
+        profile_dir, cluster_id = self.ipp.profile_dir, self.ipp.cluster_id
+        left = processes.find(profile_dir, cluster_id)
+        if left.processes or left.starting:
+            raise DpnbError(_already_running(left))
+        if left.files:
+            removed = left.remove_files()
+            log.warning("removed the files of a cluster in %s that no longer runs (its "
+                        "processes ended without stopping it, e.g. killed): %s",
+                        _where(profile_dir, cluster_id), ", ".join(p.name for p in removed))
+        try:
+            self._record = processes.Record.claim(profile_dir, cluster_id, self.n)
+        except FileExistsError:
+            raise DpnbError(_already_running(processes.find(profile_dir, cluster_id))) from None
+
+    def _connect_client(self):
+        """A client of the controller, or a DpnbError with the controller's log."""
+        try:
+            return self.ipp.connect_client_sync(timeout=self.timeout)
+        except (TimeoutError, RuntimeError, OSError) as e:
+            log_text = self.ipp.controller.get_output() if self.ipp.controller else ""
+            raise DpnbError(f"the controller in {self.ipp.profile_dir} did not answer ({e}); "
+                            "the end of its log:\n"
+                            + "".join(log_text.splitlines(True)[-30:])) from None
 
     def _start_engines(self) -> None:
         """Start one engine set and wait for it; on failure raise with the end of its log."""
@@ -213,7 +249,9 @@ class Cluster:
         return False
 
     def _remember_processes(self) -> None:
-        """Record the controller's and engines' processes, so stop() can make sure they are gone."""
+        """Record the controller's and engines' processes (the controller's forked
+        schedulers too), here and in the profile, so that stop() here or
+        ``dpnb cluster stop`` elsewhere can make sure they are gone."""
         import psutil
 
         pids = [getattr(self.ipp.controller, "pid", None)]
@@ -228,29 +266,49 @@ class Cluster:
                 if key not in known:
                     known.add(key)
                     self._processes.append(p)
+        if self._record is not None:
+            self._record.add(self._processes)
 
     @classmethod
-    def attach(cls, profile: str = "mpi", cluster_id: str = "", timeout: float = 60.0) -> Cluster:
-        """A cluster started by another process (``dpnb cluster start``), from its cluster file."""
+    def attach(cls, profile: str | None = "mpi", cluster_id: str = "", timeout: float = 60.0,
+               *, profile_dir: str | None = None) -> Cluster:
+        """A cluster started by another process (``dpnb cluster start``, ipcluster).
+
+        Where its engines died it is attached but not ``running``: ``restart()``
+        starts engines, ``stop()`` ends it.  A DpnbError says what to do where no
+        cluster runs or its controller is gone."""
         import ipyparallel as ipp
 
+        where = _profile_path(profile, profile_dir)
+        left = processes.find(where, cluster_id)
+        if left.controller is None:
+            raise DpnbError(_not_running(left))
         try:
-            loaded = ipp.Cluster.from_file(profile=profile, cluster_id=cluster_id, log=_ipp_log)
-        except FileNotFoundError:
-            raise DpnbError(f"no cluster is running in profile {profile!r}; start one with "
-                            f"`dpnb cluster start --profile {profile}`") from None
-        n = sum(es.n for es in loaded.engines.values())
-        self = cls(max(n, 1), profile=profile, timeout=timeout, progress=False,
-                   stop_at_exit=False)
+            loaded = ipp.Cluster.from_file(profile_dir=str(where), cluster_id=cluster_id,
+                                           log=_ipp_log)
+        except (OSError, ValueError) as e:
+            raise DpnbError(f"the cluster file of the cluster in {_where(where, cluster_id)} "
+                            f"cannot be read ({e}); {_stop_hint(where, cluster_id)} ends its "
+                            f"processes: {left.describe()}") from None
+        if loaded.controller is None or loaded.controller.pid != left.controller.pid:
+            raise DpnbError(f"the cluster file of {_where(where, cluster_id)} does not name "
+                            f"its running controller (pid {left.controller.pid}); "
+                            f"{_stop_hint(where, cluster_id)} ends its processes: "
+                            f"{left.describe()}")
+        ours = {p.pid for p in left.processes}
+        for engine_set_id, engine_set in list(loaded.engines.items()):
+            if engine_set.pid not in ours:              # its pid was reused since: not ours
+                loaded.engines.pop(engine_set_id)
+        n = sum(es.n for es in loaded.engines.values()) or loaded.n
+        self = cls(max(n or 1, 1), profile=profile, profile_dir=profile_dir, timeout=timeout,
+                   progress=False, stop_at_exit=False)
         self.ipp = loaded
-        if loaded.controller is None:
-            self.stop()
-            raise DpnbError(f"the controller of the cluster in profile {profile!r} is no longer "
-                            f"running; its engines were stopped; start a new one with "
-                            f"`dpnb cluster start --profile {profile}`")
-        self.client = loaded.connect_client_sync()
-        self._remember_processes()
-        self._open_view(sorted(self.client.ids))
+        self._record = left.record
+        self._processes = list(left.processes)
+        self.client = self._connect_client()
+        ids = sorted(self.client.ids)
+        if ids:
+            self._open_view(ids)
         return self
 
     def log_tail(self, lines: int = 30) -> str:
@@ -308,10 +366,14 @@ class Cluster:
         return self
 
     def _stop_engines(self, grace: float = 10.0) -> None:
-        """Ask the engines to exit, wait for mpiexec, then let ipyparallel signal what is left."""
+        """Ask the engines to exit, wait for mpiexec, then let ipyparallel signal what is left.
+
+        Without a live controller the engines get no request, so there is no waiting."""
         import psutil
 
         self.view = None
+        if not self._controller_alive():
+            grace = 0.0
         if self.client is not None and self.client.ids:
             try:
                 self.client.shutdown(targets="all", block=False)
@@ -328,8 +390,18 @@ class Cluster:
                     pass
         self.ipp.stop_engines_sync()
 
+    def _controller_alive(self) -> bool:
+        """Whether the controller runs (a controller not started here counts as running)."""
+        controller = self.ipp.controller if self.ipp is not None else None
+        if controller is None:
+            return False
+        process = getattr(controller, "process", None)
+        return process is None or processes.alive(process)
+
     def stop(self) -> None:
-        """Stop engines and controller; kill whatever of them is still alive.  Idempotent."""
+        """Stop engines and controller; end whatever of the cluster is still alive (the
+        controller's schedulers and orphaned engines included) and remove its files.
+        Idempotent."""
         global _current
         if self._monitor is not None:
             self._monitor.stop()
@@ -338,6 +410,8 @@ class Cluster:
         if shell is not None and self._after_cell in shell.events.callbacks["post_run_cell"]:
             shell.events.unregister("post_run_cell", self._after_cell)
         if self.ipp is not None:
+            if self._superseded():
+                self.ipp.cluster_file = ""   # the file is the later start's: leave it alone
             try:
                 if self.ipp.engines:
                     self._stop_engines()
@@ -355,17 +429,29 @@ class Cluster:
         if _current is self:
             _current = None
 
-    def _kill_leftovers(self) -> None:
-        import psutil
+    def _superseded(self) -> bool:
+        """Whether a later start of this profile and cluster id has replaced this one's record
+        (this cluster's processes had all died and the later start cleaned up after them)."""
+        if self._record is None:
+            return False
+        on_disk = processes.Record.load(self._record.path)
+        return on_disk is not None and on_disk.token != self._record.token
 
-        alive = [p for p in self._processes if p.is_running()]
-        for p in alive:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(alive, timeout=10)
+    def _left(self) -> processes.Footprint:
+        """This cluster's live processes and files (none of a later start of its id)."""
+        token = self._record.token if self._record is not None else None
+        return processes.find(self.ipp.profile_dir, self.ipp.cluster_id, token=token,
+                              extra=self._processes)
+
+    def _kill_leftovers(self) -> None:
+        left = self._left()
+        stuck = left.end()
+        left.remove_files()
         self._processes = []
+        self._record = None
+        if stuck:
+            raise DpnbError(f"processes of the cluster did not end after SIGKILL: "
+                            f"{left.describe()}; end them by hand")
 
     @property
     def running(self) -> bool:
@@ -382,6 +468,132 @@ class Cluster:
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
         return f"<dpnb.Cluster n={self.n} engines={self.engines!r} {state}>"
+
+
+def _profile_path(profile: str | None, profile_dir: str | os.PathLike | None):
+    """The directory of a profile given by name or by directory."""
+    if profile_dir is not None:
+        return os.path.abspath(profile_dir)
+    return str(named_profile_dir(name=profile or "default"))
+
+
+def _where(profile_dir, cluster_id: str) -> str:
+    """"profile 'mpi'" or "profile directory /x", with a cluster id that is not empty."""
+    name = name_of(profile_dir)
+    text = f"profile {name!r}" if name else f"profile directory {profile_dir}"
+    return text + (f" (cluster id {cluster_id!r})" if cluster_id else "")
+
+
+def _stop_hint(profile_dir, cluster_id: str) -> str:
+    """The ``dpnb cluster stop`` command line for a cluster."""
+    name = name_of(profile_dir)
+    command = "dpnb cluster stop " + (f"--profile {name}" if name else
+                                      f"--profile-dir {profile_dir}")
+    return f"`{command}{f' --cluster-id {cluster_id}' if cluster_id else ''}`"
+
+
+def _attach_hint(profile_dir, cluster_id: str) -> str:
+    """The ``Cluster.attach`` call for a cluster."""
+    name = name_of(profile_dir)
+    where = f"{name!r}" if name else f"profile_dir={str(profile_dir)!r}"
+    return f"`dpnb.Cluster.attach({where}{f', cluster_id={cluster_id!r}' if cluster_id else ''})`"
+
+
+def _already_running(left: processes.Footprint) -> str:
+    """Why a start is refused, naming the running cluster and how to use or stop it."""
+    where = _where(left.profile_dir, left.cluster_id)
+    if not left.processes:
+        return (f"a cluster is being started in {where} by process "
+                f"{left.record.starter.pid}; wait for it, or stop it with "
+                f"{_stop_hint(left.profile_dir, left.cluster_id)}")
+    stop = _stop_hint(left.profile_dir, left.cluster_id)
+    if left.controller is None:
+        return (f"what is left of a cluster in {where} still runs, without its controller: "
+                f"{left.describe()}.  Stop it with {stop}, or start another with another "
+                "cluster id")
+    return (f"a cluster is already running in {where}: {left.describe()}.  Use it with "
+            f"{_attach_hint(left.profile_dir, left.cluster_id)}, stop it with {stop}, or "
+            "start another with another cluster id")
+
+
+def _not_running(left: processes.Footprint) -> str:
+    """What is wrong where no controller of a cluster runs, and what to do."""
+    where = _where(left.profile_dir, left.cluster_id)
+    stop = _stop_hint(left.profile_dir, left.cluster_id)
+    if left.processes:
+        return (f"the controller of the cluster in {where} is not running, but "
+                f"{len(left.processes)} of its processes are: {left.describe()}; {stop} "
+                "ends them")
+    start = stop.replace("stop", "start", 1)
+    if left.files:
+        return (f"no cluster is running in {where}; files of one that ended without "
+                f"stopping are left ({', '.join(p.name for p in left.files)}): {start} "
+                f"removes them and starts a new one, {stop} only removes them")
+    return f"no cluster is running in {where}; start one with {start}"
+
+
+def stop_cluster(profile: str | None = "mpi", cluster_id: str = "", timeout: float = 60.0, *,
+                 profile_dir: str | None = None) -> processes.Footprint:
+    """Stop a cluster started elsewhere, whatever is left of it, and remove its files.
+
+    Through its controller where that still answers, then by ending every process
+    that belongs to it; returns what was found.  A DpnbError if nothing was there."""
+    where = _profile_path(profile, profile_dir)
+    left = processes.find(where, cluster_id)
+    if not left.processes and not left.files:
+        raise DpnbError(f"no cluster is running in {_where(where, cluster_id)}; nothing to stop")
+    if left.controller is not None:
+        try:
+            Cluster.attach(profile, cluster_id, timeout, profile_dir=profile_dir).stop()
+        except Exception as e:  # the processes are ended below all the same
+            log.warning("stopping the cluster in %s through its controller failed (%s); "
+                        "ending its processes", _where(where, cluster_id), e)
+    rest = processes.find(where, cluster_id)
+    stuck = rest.end()
+    rest.remove_files()
+    if stuck:
+        raise DpnbError(f"processes of the cluster in {_where(where, cluster_id)} did not end "
+                        f"after SIGKILL: {rest.describe()}; end them by hand")
+    return left
+
+
+@dataclass
+class Status:
+    """A cluster as ``dpnb cluster status`` shows it: ``state`` ("running", "no engines",
+    "no controller" or "not running"), what that means and what to do, and the
+    engines' topology where they run."""
+
+    state: str
+    message: str
+    topology: Table | None = None
+
+
+def cluster_status(profile: str | None = "mpi", cluster_id: str = "", timeout: float = 60.0, *,
+                   profile_dir: str | None = None) -> Status:
+    """The state of a cluster started elsewhere, without changing it."""
+    where = _profile_path(profile, profile_dir)
+    left = processes.find(where, cluster_id)
+    if left.controller is None:
+        return Status("no controller" if left.processes else "not running", _not_running(left))
+    cluster = Cluster.attach(profile, cluster_id, timeout, profile_dir=profile_dir)
+    named = _where(where, cluster_id)
+    try:
+        if not cluster.running:
+            return Status("no engines", (
+                f"the controller of the cluster in {named} runs (pid {left.controller.pid}), "
+                f"but no engines are registered: they died or were stopped.  "
+                f"{_stop_hint(where, cluster_id)} stops it; "
+                f"`{_attach_hint(where, cluster_id).strip('`')}.restart()` starts "
+                f"{cluster.n} fresh engines"))
+        table = cluster.topology()
+        registered = len(table.rows)
+        message = f"{registered} engines run in {named}"
+        if registered < cluster.n:
+            message = (f"only {registered} of the {cluster.n} engines started run in {named}; "
+                       f"{_stop_hint(where, cluster_id)} stops them")
+        return Status("running", message, table)
+    finally:
+        cluster.client.close()
 
 
 def _ipython():

@@ -4,11 +4,14 @@ works after ``ipcluster start --profile=mpi -n 2``."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from ..errors import DpnbError
 
 NAME = "mpi"
+# How every engine starts, from ipcluster or dpnb.start: one MPI rank each.
+ENGINE_CMD = [sys.executable, "-m", "dpnb.cluster.engine"]
 CONFIG_FILE = "ipcluster_config.py"
 CONFIG_TEXT = '''\
 """ipcluster configuration of the IPython profile "mpi" (installed by `dpnb profile install`).
@@ -25,19 +28,29 @@ configure(get_config())  # noqa: F821 - get_config is provided by IPython's conf
 def configure(c) -> None:
     """Fill an ipcluster config ``c``: MPI engines through the dpnb entry point."""
     from ..communicators.mpiexec import find_mpiexec
-    from .launcher import ENGINE_CMD
 
     c.Cluster.engine_launcher_class = "mpi"
     c.MPIEngineSetLauncher.mpi_cmd = [find_mpiexec()]
     c.EngineLauncher.engine_cmd = list(ENGINE_CMD)
 
 
-def profile_dir(ipython_dir: str | os.PathLike | None = None) -> Path:
-    """Where the profile lives: ``$IPYTHONDIR/profile_mpi`` (IPython's default directory)."""
+def profile_dir(ipython_dir: str | os.PathLike | None = None, name: str = NAME) -> Path:
+    """Where profile ``name`` lives: ``$IPYTHONDIR/profile_<name>`` (IPython's default place)."""
     if ipython_dir is None:
         from IPython.paths import get_ipython_dir
         ipython_dir = get_ipython_dir()
-    return Path(ipython_dir) / f"profile_{NAME}"
+    return Path(ipython_dir) / f"profile_{name}"
+
+
+def name_of(directory: str | os.PathLike) -> str | None:
+    """The profile name of a profile directory in ``$IPYTHONDIR``; None for one elsewhere."""
+    from IPython.paths import get_ipython_dir
+
+    directory = Path(directory).resolve()
+    if directory.parent == Path(get_ipython_dir()).resolve() and directory.name.startswith(
+            "profile_"):
+        return directory.name[len("profile_"):]
+    return None
 
 
 def install(ipython_dir: str | os.PathLike | None = None, force: bool = False) -> Path:
