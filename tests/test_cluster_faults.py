@@ -239,3 +239,32 @@ def test_cluster_stop_in_python_after_the_controller_was_killed(security):
         assert not cluster.running
     finally:
         cluster.stop()
+
+
+def test_a_start_under_way_elsewhere_is_refused(security):
+    """A record claimed by a live process that has no cluster processes yet is a start
+    under way: refused, and left alone; once its starter is gone it is a crashed start."""
+    from dpnb.cluster.processes import Record
+
+    starter = subprocess.Popen([sys.executable, "-c",
+                                "import sys; from dpnb.cluster.processes import Record; "
+                                f"Record.claim({str(security.parent)!r}, 'busy', 2); "
+                                "print('claimed', flush=True); sys.stdin.read()"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert starter.stdout.readline() == "claimed\n"
+        record = Record.load(security / "dpnb-cluster-busy.json")
+        assert record.starter.pid == starter.pid and record.processes == []
+        before = {p.pid for p in psutil.Process().children(recursive=True)}
+        with pytest.raises(DpnbError, match=rf"being started in profile 'mpi' \(cluster id "
+                                            rf"'busy'\) by process {starter.pid}"):
+            Cluster(2, profile="mpi", cluster_id="busy", timeout=TIMEOUT).start()
+        assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+        assert Record.load(security / "dpnb-cluster-busy.json").token == record.token
+    finally:
+        starter.communicate("", timeout=30)
+    status = dpnb("cluster", "status", "--cluster-id", "busy")
+    assert status.returncode == 1 and "files of one that ended without stopping" in status.stdout
+    stopped = dpnb("cluster", "stop", "--cluster-id", "busy")
+    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.stdout.strip() == "stopped the cluster in profile 'mpi' (cluster id 'busy')"

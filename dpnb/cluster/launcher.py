@@ -502,11 +502,11 @@ def _attach_hint(profile_dir, cluster_id: str) -> str:
 def _already_running(left: processes.Footprint) -> str:
     """Why a start is refused, naming the running cluster and how to use or stop it."""
     where = _where(left.profile_dir, left.cluster_id)
-    if not left.processes:
-        return (f"a cluster is being started in {where} by process "
-                f"{left.record.starter.pid}; wait for it, or stop it with "
-                f"{_stop_hint(left.profile_dir, left.cluster_id)}")
     stop = _stop_hint(left.profile_dir, left.cluster_id)
+    if not left.processes:
+        starter = f" by process {left.record.starter.pid}" if left.record is not None else ""
+        return (f"a cluster is being started in {where}{starter} at the same time; wait for "
+                f"it and use it, or stop it with {stop}")
     if left.controller is None:
         return (f"what is left of a cluster in {where} still runs, without its controller: "
                 f"{left.describe()}.  Stop it with {stop}, or start another with another "
