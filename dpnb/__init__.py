@@ -24,7 +24,8 @@ __all__ = [
 # The cluster and notebook helpers load on first use, so that `import dpnb` stays light.
 _LAZY = {"start": "dpnb.cluster", "Cluster": "dpnb.cluster", "gather": "dpnb.notebook",
          "gather_grads": "dpnb.notebook", "compare": "dpnb.notebook",
-         "check_sync": "dpnb.notebook", "load_ipython_extension": "dpnb.notebook",
+         "check_sync": "dpnb.notebook", "where": "dpnb.notebook",
+         "load_ipython_extension": "dpnb.notebook",
          "use_as_nnabla": "dpnb.nnabla_alias"}
 # Submodules that nnabla programs reach as attributes of the package after a bare
 # `import nnabla` (nn.solver.Solver, nn.logger.logger ...), imported on first use.

@@ -130,6 +130,9 @@ def main(argv: list[str] | None = None) -> None:
                       DPNB_LOCAL_SIZE=str(local_size), DPNB_DEVICE=device)
 
     _stand_in_for_nnabla()
+    from .stack_dumps import install
+
+    install()  # dpnb.where() asks busy engines for their stacks with a signal
     from ipyparallel.engine.app import IPEngine
 
     namespace = {"rank": rank, "size": size, "local_rank": local_rank}

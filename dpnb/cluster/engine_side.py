@@ -27,7 +27,7 @@ import numpy as np
 KEY = "dpnb_progress"
 
 
-def where() -> dict:
+def identity() -> dict:
     """Rank, host, process id and device of the engine that runs this."""
     return {
         "rank": int(os.environ.get("DPNB_RANK", -1)),

@@ -335,7 +335,7 @@ class Cluster:
     def topology(self) -> Table:
         """Rank, engine id, host, pid and device of every engine."""
         self._require_running()
-        rows = self.view.apply_sync(engine_side.where)
+        rows = self.view.apply_sync(engine_side.identity)
         table = [[r["rank"], eid, r["host"], r["pid"], r["local_rank"], r["device"]]
                  for eid, r in zip(self.view.targets, rows)]
         return Table(["rank", "engine id", "host", "pid", "local rank", "device"], table,

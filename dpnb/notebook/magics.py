@@ -13,6 +13,8 @@ USAGE = """%dpnb start [-n N] [--timeout SECONDS] [--mpi-args "ARGS"]
 %dpnb status     the running engines: rank, engine id, host, pid, device
 %dpnb grads      every parameter's gradient on every rank
 %dpnb sync       check that parameters are identical on every rank
+%dpnb where [--timeout SECONDS]
+                 every rank's Python stack now, even mid-cell (default: 2 s for answers)
 %dpnb help       this text"""
 
 
@@ -30,6 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument("-n", type=int, default=None)
     start.add_argument("--timeout", type=float, default=60.0)
     start.add_argument("--mpi-args", default="")
+    where = commands.add_parser("where", add_help=False)
+    where.add_argument("--timeout", type=float, default=2.0)
     for name in ("stop", "restart", "status", "grads", "sync", "help"):
         commands.add_parser(name, add_help=False)
     return parser
@@ -37,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def dpnb_magic(line: str):
     from ..cluster import launcher
-    from . import inspect
+    from . import inspect, stacks
 
     args = _parser().parse_args(shlex.split(line))
     if args.command in (None, "help"):
@@ -60,6 +64,8 @@ def dpnb_magic(line: str):
         return cluster.topology()
     if args.command == "grads":
         return inspect.gather_grads(cluster.view)
+    if args.command == "where":
+        return stacks.where(cluster.view, timeout=args.timeout)
     return inspect.check_sync(cluster.view)
 
 

@@ -1,0 +1,290 @@
+"""``dpnb.where()`` and ``%dpnb where`` on a real 2-engine cluster: idle engines, a pure
+Python loop, a NumPy loop and a collective one rank never joins, all answered within
+2 s while the cell runs; a stopped and a killed engine reported as not answering.
+The parsing of faulthandler's text is checked against dumps of this process."""
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+import tempfile
+import textwrap
+import threading
+import time
+
+import psutil
+import pytest
+
+import dpnb
+from dpnb.cluster import Cluster
+from dpnb.cluster.stack_dumps import COLLECTIVE, DPNB, PLUMBING, USER, classify, parse_dump
+from dpnb.errors import DpnbError
+from dpnb.notebook.stacks import Frame, RankStack, Stacks, ThreadStack
+
+TIMEOUT = 60
+ANSWER_WITHIN = 2.0
+
+BUSY_PYTHON = """
+import time
+def spin_in_python(seconds):
+    end = time.monotonic() + seconds
+    count = 0
+    while time.monotonic() < end:
+        count += 1
+    return count
+counted = spin_in_python({seconds})
+"""
+
+BUSY_NUMPY = """
+import time
+import numpy as np
+def multiply_matrices(seconds):
+    a = np.random.default_rng(rank).random((300, 300))
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        a = a @ a
+        a /= np.abs(a).max()
+multiply_matrices({seconds})
+"""
+
+# Rank 0 waits in all_reduce while rank 1 naps, then joins it, so the collective ends.
+COLLECTIVE_WAIT = """
+import time
+import numpy as np
+import dpnb
+import dpnb.communicators as C
+from dpnb.ext_utils import get_extension_context
+comm = C.MultiProcessCommunicator(get_extension_context("cpu"))
+comm.init()
+comm.timeout = 60
+def nap(seconds):
+    time.sleep(seconds)
+if rank == 1:
+    nap({seconds})
+x = dpnb.NdArray.from_numpy_array(np.full(4, rank + 1.0))
+comm.all_reduce(x)
+"""
+
+
+def submit(view, code: str, seconds: float):
+    """Run ``code`` on every engine without waiting, as ``%%px --noblock`` does."""
+    return view.execute(textwrap.dedent(code.format(seconds=seconds)), block=False)
+
+
+def timed_where(view, timeout: float = ANSWER_WITHIN) -> tuple[Stacks, float]:
+    start = time.monotonic()
+    stacks = dpnb.where(view, timeout=timeout)
+    return stacks, time.monotonic() - start
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One 2-engine cluster for the module, with a private IPYTHONDIR."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("IPYTHONDIR", str(tmp_path_factory.mktemp("ipython")))
+        c = Cluster(2, timeout=TIMEOUT, progress=False)
+        c.start()
+        yield c
+        c.stop()
+
+
+def wait_for(result, timeout: float = TIMEOUT) -> None:
+    result.get(timeout=timeout)
+
+
+def test_idle_engines(cluster):
+    stacks, elapsed = timed_where(cluster.view)
+    assert elapsed < ANSWER_WITHIN and stacks.missing == []
+    pids = [row[3] for row in cluster.topology().rows]
+    for rank in (0, 1):
+        r = stacks[rank]
+        assert r.answered and r.state == "idle" and r.pid == pids[rank]
+        assert r.main is not None and r.innermost == [] and r.collective is None
+        names = {t.name for t in r.threads}
+        assert {"MainThread", "dpnb-stacks"} <= names
+    text = stacks.stacks[0]
+    assert "Thread MainThread (main)" in text and "ipyparallel/engine/app.py" in text
+    assert "2 of 2 ranks answered" in repr(stacks) and "<table>" in stacks._repr_html_()
+    again, _ = timed_where(cluster.view)                        # a second ask gets a new dump
+    assert again.missing == [] and again[0].pid == stacks[0].pid
+
+
+def test_pure_python_loop(cluster):
+    running = submit(cluster.view, BUSY_PYTHON, seconds=4)
+    time.sleep(0.5)
+    stacks, elapsed = timed_where(cluster.view)
+    assert elapsed < ANSWER_WITHIN, stacks
+    for rank in (0, 1):
+        r = stacks[rank]
+        assert r.answered and r.state == "busy", stacks
+        assert r.innermost[0].function == "spin_in_python" and r.innermost[0].kind == USER
+        assert r.innermost[1].function == "<module>" and r.innermost[0].place.startswith("cell:")
+    assert "spin_in_python" in repr(stacks)
+    assert not running.ready()                                  # the cell ran on, undisturbed
+    wait_for(running)                                           # no error from the signal
+    assert all(n > 0 for n in cluster.view.pull("counted"))
+
+
+def test_first_ask_while_busy_reaches_the_client_whose_cell_runs(cluster):
+    client = cluster.ipp.connect_client_sync()                  # a session engines never heard of
+    try:
+        view = client.direct_view([0, 1])
+        running = submit(view, BUSY_PYTHON, seconds=3)
+        time.sleep(0.5)
+        stacks, elapsed = timed_where(view)
+        assert elapsed < ANSWER_WITHIN, stacks
+        assert [stacks[r].innermost[0].function for r in (0, 1)] == ["spin_in_python"] * 2
+        wait_for(running)
+    finally:
+        client.close()
+
+
+def test_numpy_loop(cluster):
+    running = submit(cluster.view, BUSY_NUMPY, seconds=4)
+    time.sleep(0.5)
+    stacks, elapsed = timed_where(cluster.view)
+    assert elapsed < ANSWER_WITHIN, stacks
+    assert [stacks[r].innermost[0].function for r in (0, 1)] == ["multiply_matrices"] * 2, stacks
+    wait_for(running)
+
+
+def test_rank_waiting_in_a_collective_the_other_does_not_join(cluster):
+    running = submit(cluster.view, COLLECTIVE_WAIT, seconds=6)
+    time.sleep(1.5)                                             # rank 0 reached all_reduce
+    stacks, elapsed = timed_where(cluster.view)
+    assert elapsed < ANSWER_WITHIN, stacks
+    waiting, napping = stacks[0], stacks[1]
+    assert waiting.collective is not None and waiting.collective.function == "all_reduce", stacks
+    assert waiting.innermost[0].function == "<module>"          # the cell that called it
+    assert napping.collective is None and napping.innermost[0].function == "nap", stacks
+    assert "all_reduce (communicator.py:" in repr(stacks)
+    assert any(f.kind == COLLECTIVE for f in waiting.main.frames)
+    wait_for(running)                                           # rank 1 joined: both done
+
+
+def test_dpnb_where_magic_through_ipython(cluster):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "dpnb")
+    running = submit(cluster.view, BUSY_PYTHON, seconds=3)
+    time.sleep(0.5)
+    start = time.monotonic()
+    stacks = shell.run_line_magic("dpnb", "where --timeout 1.5")
+    assert time.monotonic() - start < 1.5
+    assert isinstance(stacks, Stacks) and stacks.missing == []
+    assert [stacks[r].innermost[0].function for r in (0, 1)] == ["spin_in_python"] * 2
+    wait_for(running)
+    with pytest.raises(DpnbError, match="timeout above 0"):
+        dpnb.where(cluster.view, timeout=0)
+
+
+def test_where_from_another_thread_while_a_blocking_px_cell_runs(cluster):
+    """What a console on a kernel subshell does while the notebook waits in ``%%px``."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    cluster.view.activate()
+    asked = []
+    threading.Timer(0.8, lambda: asked.append(timed_where(cluster.view))).start()
+    result = shell.run_cell("%%px\n" + BUSY_PYTHON.format(seconds=3))
+    assert result.success and len(asked) == 1
+    stacks, elapsed = asked[0]
+    assert elapsed < ANSWER_WITHIN, stacks
+    assert [stacks[r].innermost[0].function for r in (0, 1)] == ["spin_in_python"] * 2
+
+
+def test_stopped_engine_does_not_answer(cluster):
+    victim = cluster.topology().rows[1][3]
+    os.kill(victim, signal.SIGSTOP)
+    try:
+        stacks, elapsed = timed_where(cluster.view, timeout=1.0)
+    finally:
+        os.kill(victim, signal.SIGCONT)
+    assert 1.0 <= elapsed < 2.0
+    assert stacks.missing == [1] and stacks[0].answered
+    assert "no answer in 1 s" in stacks[1].state and stacks[1].threads == []
+    assert "rank 1: " in stacks.stacks[1] and "1 of 2 ranks answered" in repr(stacks)
+    assert dpnb.where(cluster.view).missing == []               # back once it runs again
+
+
+def test_killed_engine_is_reported_not_raised(cluster):
+    victim = cluster.topology().rows[1][3]
+    os.kill(victim, signal.SIGKILL)                             # under MPI, the other rank ends too
+    psutil.wait_procs([psutil.Process(victim)], timeout=10)
+    stacks, elapsed = timed_where(cluster.view)
+    assert elapsed < ANSWER_WITHIN + 1.0
+    assert 1 in stacks.missing and not stacks[1].answered
+    assert ("gone" in stacks[1].state or "no answer" in stacks[1].state
+            or "not signalled" in stacks[1].state), stacks
+    assert "rank 1: " in stacks.stacks[1]
+
+
+# -- faulthandler's text, without a cluster ------------------------------------------------
+
+def dump_of_this_process() -> str:
+    with tempfile.TemporaryFile("w+") as f:
+        faulthandler.dump_traceback(f, all_threads=True)
+        f.seek(0)
+        return f.read()
+
+
+def test_parse_dump_of_this_process():
+    stop = threading.Event()
+    helper = threading.Thread(target=stop.wait, name="helper")
+    helper.start()
+    try:
+        text = dump_of_this_process()
+    finally:
+        stop.set()
+        helper.join()
+    threads = parse_dump(text)
+    idents = [ident for ident, _, _ in threads]
+    assert threading.main_thread().ident in idents and helper.ident in idents
+    main = {ident: frames for ident, frames, _ in threads}[threading.get_ident()]
+    assert main[0][2] == "dump_of_this_process" and main[1][2] == "test_parse_dump_of_this_process"
+    assert main[0][0] == __file__ and isinstance(main[0][1], int)
+    helper_frames = {i: f for i, f, _ in threads}[helper.ident]
+    assert any(fn == "wait" for _, _, fn in helper_frames)
+    assert [ident for ident, _, _ in parse_dump(text + "\n" + text)] == idents  # the last dump
+
+
+def test_parse_dump_cut_and_unknown_lines():
+    text = ("Thread 0x00000000000000ab (most recent call first):\n"
+            '  File "/a/b.py", line ??? in f\n'
+            "  ...\n\n"
+            "Current thread 0x00000000000000cd (most recent call first):\n"
+            "  <no Python frame>\n")
+    assert parse_dump(text) == [(0xab, [("/a/b.py", None, "f")], True), (0xcd, [], False)]
+    assert parse_dump("garbage\n") == []
+
+
+def test_classify_frames():
+    prefixes = ("/x/dpnb/communicators/", "/x/dpnb/", ("/site/ipykernel/", "/lib/threading.py"))
+    assert classify("/x/dpnb/communicators/communicator.py", prefixes) == COLLECTIVE
+    assert classify("/x/dpnb/functions/math.py", prefixes) == DPNB
+    assert classify("/site/ipykernel/kernelbase.py", prefixes) == PLUMBING
+    assert classify("/lib/threading.py", prefixes) == PLUMBING
+    assert classify("<frozen runpy>", prefixes) == PLUMBING
+    assert classify("/tmp/ipykernel_12/345.py", prefixes) == USER
+
+
+def test_summary_of_one_rank():
+    frames = [Frame("/x/dpnb/communicators/wait.py", 9, "wait_until", COLLECTIVE),
+              Frame("/x/dpnb/communicators/communicator.py", 270, "all_reduce", COLLECTIVE),
+              Frame("/tmp/ipykernel_1/22.py", 3, "step", USER),
+              Frame("/tmp/ipykernel_1/22.py", 5, "<module>", USER),
+              Frame("/site/ipykernel/kernelbase.py", 1, "dispatch_shell", PLUMBING)]
+    rank = RankStack(0, "busy", True, "h", 7, [ThreadStack(1, "MainThread", True, frames),
+                                               ThreadStack(2, "IOPub", False, [], cut=True)])
+    assert [str(f) for f in rank.innermost] == ["cell:3 step", "cell:5 <module>"]
+    assert rank.collective.function == "all_reduce"
+    gone = RankStack(1, "gone: not registered with the controller", False)
+    stacks = Stacks({0: rank, 1: gone}, elapsed=0.1, timeout=2.0)
+    assert stacks.missing == [1]
+    row0, row1 = stacks.table().rows
+    assert row0[4] == "cell:3 step < cell:5 <module>" and row0[5] == "all_reduce (communicator.py:270)"
+    assert row1[1:4] == ["?", "?", "gone: not registered with the controller"]
+    text = stacks.stacks[0]
+    assert text.index("MainThread") < text.index("IOPub") and "(no Python frame)" in text
+    assert "... (more frames)" in text
