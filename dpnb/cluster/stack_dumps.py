@@ -16,7 +16,9 @@ that runs its cell.
 engine that was not started by ``dpnb.cluster.engine`` ignores it instead of
 dying.  The dump is taken when the signal arrives; publishing it needs the GIL,
 which a single long C call that holds the GIL (most NumPy calls on large arrays
-release it) delays until that call returns."""
+release it) delays until that call returns.  faulthandler reads the frames
+without the GIL, as it does for crashes (a best effort), and writes at most 100
+threads and 100 frames per thread; a thread cut short is marked so."""
 from __future__ import annotations
 
 import faulthandler
