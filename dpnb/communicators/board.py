@@ -1,21 +1,24 @@
 """The board: each rank publishes which collective it last entered, so that a
 rank kept waiting can tell which ranks have not arrived and where they are.
 
-Every rank owns one slot of ``SLOT_WORDS`` int64 words: the operation, group
-(by ``stable_hash`` of its name), sequence number and monotonic time of the
-collective it entered last, and how many collectives it has entered in each of
-its groups.  Writing it is a few stores into memory the rank holds anyway (no
-MPI call), under a sequence lock (``TAIL`` first, ``HEAD`` last; a reader
-accepts a copy whose two agree).
+Every rank owns one slot of ``SLOT_WORDS`` int64 words: a table of the groups
+it has used (``stable_hash`` of the name, collectives entered in it), the
+monotonic time of its last entry, and a header word naming that entry's
+operation and table row.  Publishing is a few stores into memory the rank
+holds anyway, no MPI call (about 0.2 us): the count, the time, then the header,
+so that a reader that sees a new header sees the count and time that go with
+it (x86 makes stores visible in order; elsewhere a read racing a write may,
+for that moment, pair an entry with the previous time).
 
 Ranks on one host share one MPI-3 shared-memory window: a peer reads a slot
 with plain loads, whatever its owner is doing (computing in NumPy included),
 without the owner entering MPI.  Ranks on other hosts are read by
-passive-target RMA (``Rget`` in a ``Lock_all`` epoch opened at set-up).
-MPICH completes such a read without the target only where the network does
-RMA in hardware; otherwise the target must be inside MPI.  A read therefore
-waits at most ``patience`` seconds and then gives an entry marked unreachable,
-and finishes later (it is tried again by the next read)."""
+passive-target RMA (``Rget`` in a ``Lock_all`` epoch opened at set-up), which
+MPICH completes without the target only where the network does RMA itself;
+otherwise the target must enter MPI (so it is with MPICH 5 from PyPI, ch4:ucx,
+between processes of one host made to read each other this way).  A read
+therefore waits at most ``patience`` seconds, then gives an entry marked
+unreachable; the read stays posted and the next one picks it up."""
 from __future__ import annotations
 
 import dataclasses
@@ -26,14 +29,12 @@ import numpy as np
 
 from .agreement import OPERATIONS, stable_hash
 
-HEAD, OPERATION, GROUP, SEQUENCE, TIME, CLOCK_OFFSET = range(6)
-TABLE = 6                 # then (group hash, collectives entered) pairs
-TABLE_GROUPS = 28         # groups whose counts a slot holds (more are still published as entered)
-TAIL = TABLE + 2 * TABLE_GROUPS + 1
-SLOT_WORDS = TAIL + 1     # 64 words, 512 bytes per rank
-FULL = TAIL - 1           # 1 once this rank used more groups than the table holds
+HEADER, TIME, CLOCK_OFFSET, FULL = range(4)  # FULL: more groups used than rows
+TABLE = 4                 # then rows of (group hash, collectives entered in it)
+ROWS = 30                 # the last row is shared by the groups beyond the others
+SLOT_WORDS = TABLE + 2 * ROWS  # 64 words, 512 bytes per rank
 REMOTE_PATIENCE = 0.1     # seconds a read waits for the slots of ranks on other hosts
-_CODES = {name: code for code, name in enumerate(OPERATIONS, 1)}  # 0: nothing entered yet
+_CODES = {name: code << 8 for code, name in enumerate(OPERATIONS, 1)}  # 0: nothing entered yet
 _monotonic = time.monotonic
 
 
@@ -68,7 +69,8 @@ class Entry:
 
 class Board:
     """The slots of every rank of ``world`` (an mpi4py communicator).  Made by every
-    rank together; ``groups`` (live, name -> anything) names the group hashes read.
+    rank together; ``groups`` (name -> ``Group``, live: the communicator's) names the
+    groups whose hashes it reads.
 
     ``local`` is the communicator of the ranks that share memory with this one
     (default: ``world.Split_type(COMM_TYPE_SHARED)``, the ranks of this host)."""
@@ -77,7 +79,7 @@ class Board:
         from mpi4py import MPI
 
         self.rank = world.Get_rank()
-        self._groups = groups
+        self.groups = groups
         own_local = local is None
         if own_local:
             local = world.Split_type(MPI.COMM_TYPE_SHARED)
@@ -93,8 +95,8 @@ class Board:
         mine.view(np.float64)[CLOCK_OFFSET] = time.time() - _monotonic()
         self._words = memoryview(mine).cast("B").cast("q")
         self._floats = memoryview(mine).cast("B").cast("d")
-        self._version = 0
-        self._state: dict[str, list] = {}  # group name -> [hash, entered, table position or 0]
+        self._positions: dict[str, int] = {}  # group name -> the word counting its collectives
+        self._lent: dict[int, int] = {}  # group hash -> count, of groups waiting for the last row
         self._remote = None
         self._reads: dict[int, tuple] = {}  # world rank -> (request, buffer) of a read under way
         if local.Get_size() < world.Get_size():
@@ -104,24 +106,20 @@ class Board:
         if own_local:
             local.Free()
 
-    def publish(self, operation: str, group: str) -> int:
-        """Record that this rank enters ``operation`` on ``group`` now; returns its
-        number among the collectives this rank has entered in that group."""
-        state = self._state.get(group)
-        if state is None:
-            state = self._add(group)
-        sequence = state[1] = state[1] + 1
-        version = self._version = self._version + 1
+    def publish(self, operation: str, group) -> None:
+        """Record that this rank enters ``operation`` on ``group`` (anything with the
+        group's ``name``, a ``Group``) now."""
+        position = self._positions.get(group.name)
+        if position is None:
+            position = self._place(group.name)
         words = self._words
-        words[TAIL] = version
-        if state[2]:
-            words[state[2]] = sequence
-        words[OPERATION] = _CODES[operation]
-        words[GROUP] = state[0]
-        words[SEQUENCE] = sequence
+        words[position] += 1
         self._floats[TIME] = _monotonic()
-        words[HEAD] = version
-        return sequence
+        words[HEADER] = _CODES[operation] | position
+
+    def entered_at(self) -> float:
+        """The monotonic time at which this rank entered its last collective (0 before any)."""
+        return self._floats[TIME]
 
     def mine(self) -> Entry:
         """This rank's own entry."""
@@ -149,9 +147,8 @@ class Board:
                 request, buffer = self._reads[r]
                 if request.Test():
                     del self._reads[r]
-                    if buffer[HEAD] == buffer[TAIL]:  # else read again: it changed meanwhile
-                        found[r] = self._decode(r, buffer, False)
-                        remote.remove(r)
+                    found[r] = self._decode(r, buffer, False)
+                    remote.remove(r)
             if not remote or _monotonic() > deadline:
                 break
             time.sleep(1e-3)
@@ -170,36 +167,38 @@ class Board:
         self._slots = None
         self._shared.Free()
 
-    def _add(self, group: str) -> list:
+    def _place(self, group: str) -> int:
+        """The word counting ``group``'s collectives: a row of its own while rows are
+        left, else the shared last row, lent to it (with its own count) until the next."""
+        words = self._words
         key = stable_hash(group)
-        used = len(self._state)
-        position = TABLE + 2 * used + 1 if used < TABLE_GROUPS else 0
-        if position:
-            self._words[position - 1] = key
-        else:
-            self._words[FULL] = 1
-        state = self._state[group] = [key, 0, position]
-        return state
+        row = len(self._positions)
+        if row < ROWS - 1:
+            position = self._positions[group] = TABLE + 2 * row + 1
+            words[position - 1] = key
+            return position
+        words[FULL] = 1
+        position = TABLE + 2 * ROWS - 1
+        if words[position - 1] != key:
+            self._lent[words[position - 1]] = words[position]
+            words[position - 1] = key
+            words[position] = self._lent.pop(key, 0)
+        return position
 
     def _snapshot(self, index: int) -> np.ndarray:
-        """A consistent copy of local slot ``index`` (a writer takes nanoseconds)."""
-        slot = self._slots[index]
-        while True:
-            copy = slot.copy()
-            if copy[HEAD] == copy[TAIL]:
-                return copy
+        return self._slots[index].copy()
 
     def _decode(self, rank: int, slot: np.ndarray, local: bool) -> Entry:
         floats = slot.view(np.float64)
-        code = int(slot[OPERATION])
+        header = int(slot[HEADER])
+        if not header:
+            return Entry(rank, True)
         if local:
             ago = _monotonic() - floats[TIME]
         else:  # the owner's monotonic clock, told apart from ours by its offset to wall time
             ago = time.time() - (floats[TIME] + floats[CLOCK_OFFSET])
-        names = {stable_hash(name): name for name in self._groups}
-        pairs = slot[TABLE:TABLE + 2 * TABLE_GROUPS].reshape(-1, 2)
-        counts = {int(k): int(n) for k, n in pairs if k}
-        key = int(slot[GROUP])
-        return Entry(rank, True, OPERATIONS[code - 1] if code else None, names.get(key), key,
-                     int(slot[SEQUENCE]), float(ago) if code else 0.0, counts,
-                     not slot[FULL])
+        rows = slot[TABLE:].reshape(ROWS, 2)
+        key, sequence = (int(v) for v in slot[(header & 0xFF) - 1:(header & 0xFF) + 1])
+        names = {stable_hash(name): name for name in self.groups}
+        return Entry(rank, True, OPERATIONS[(header >> 8) - 1], names.get(key), key, sequence,
+                     float(ago), {int(k): int(n) for k, n in rows if k}, not slot[FULL])

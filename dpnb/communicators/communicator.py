@@ -25,7 +25,8 @@ from .mpi import cuda_aware_mpi
 from .nccl import NcclTransport, nccl_module
 from .plan import DEFAULT_BUCKET_BYTES, DEFAULT_SEGMENT_BYTES, STAGE_DTYPES
 from .reducer import DEFAULT_PACK_SIZE, GradientReducer, SolverSource
-from .wait import timeout_from_env
+from .board import Board
+from .wait import stall_from_env, timeout_from_env
 
 
 def _env_bytes(name: str, default: int) -> int:
@@ -58,11 +59,13 @@ class MultiProcessCommunicator:
     """Collectives between the processes of an MPI job, one process per device.
 
     Attributes tune it (set them the same on every rank): ``timeout`` (seconds a
-    collective may wait; ``DPNB_COMM_TIMEOUT``, default 600), ``check_agreement``
-    (``DPNB_COMM_CHECK``, default on), ``use_nccl`` (``DPNB_COMM_NCCL``, default on; read by
-    ``init``), ``segment_bytes`` (``DPNB_COMM_SEGMENT_BYTES``)
-    and ``bucket_bytes`` (``DPNB_COMM_BUCKET_BYTES``).  ``collectives_issued``
-    counts the data collectives sent, ``plans_built`` the schedules made."""
+    collective may wait; ``DPNB_COMM_TIMEOUT``, default 600), ``stall_seconds`` (how
+    long it waits before printing which ranks are late; ``DPNB_COMM_STALL``, default
+    30), ``check_agreement`` (``DPNB_COMM_CHECK``, default on), ``use_nccl``
+    (``DPNB_COMM_NCCL``, default on; read by ``init``), ``segment_bytes``
+    (``DPNB_COMM_SEGMENT_BYTES``) and ``bucket_bytes`` (``DPNB_COMM_BUCKET_BYTES``).
+    ``collectives_issued`` counts the data collectives sent, ``plans_built`` the
+    schedules made."""
 
     def __init__(self, ctx: Context | None = None):
         self.ctx = ctx if ctx is not None else get_current_context()
@@ -70,6 +73,7 @@ class MultiProcessCommunicator:
         self._exchange = Exchange(timeout_from_env(), _env_flag("DPNB_COMM_CHECK", True),
                                   _env_bytes("DPNB_COMM_SEGMENT_BYTES", DEFAULT_SEGMENT_BYTES),
                                   _env_bytes("DPNB_COMM_BUCKET_BYTES", DEFAULT_BUCKET_BYTES))
+        self._exchange.guard.stall_seconds = stall_from_env()
         self._groups: dict[str, Group] = {}
         self._local_rank = -1
 
@@ -91,6 +95,7 @@ class MultiProcessCommunicator:
         self._groups["world"] = Group("world", list(range(world.Get_size())), world,
                                       world.Get_rank())
         self._exchange.world_rank = world.Get_rank()
+        self._exchange.guard.attach(Board(world, self._groups))
         self.ctx.device_id = str(self._local_rank)
         if self.ctx.is_gpu:
             # ranks beyond the host's GPU count share devices (NCCL then refuses: turn it off)
@@ -109,6 +114,15 @@ class MultiProcessCommunicator:
     @timeout.setter
     def timeout(self, seconds: float) -> None:
         self._exchange.guard.timeout = seconds
+
+    @property
+    def stall_seconds(self) -> float:
+        """Seconds a collective waits before it prints which ranks have not arrived."""
+        return self._exchange.guard.stall_seconds
+
+    @stall_seconds.setter
+    def stall_seconds(self, seconds: float) -> None:
+        self._exchange.guard.stall_seconds = seconds
 
     @property
     def check_agreement(self) -> bool:
@@ -289,6 +303,7 @@ class MultiProcessCommunicator:
         targets, _ = resolve(_as_list(ndarray_list, operation, "ndarray_list"), operation)
         _check_list_matches(operation, targets, source, g, "ndarray_list", "ndarray")
         specs = [(a.dtype.str, tuple(a.shape)) for a in [source] + targets]
+        self._exchange.guard.enter(operation, g)
         self._exchange.agree(g, Call(operation, g.name, specs))
         if self._through_nccl([source] + targets):
             import cupy
@@ -318,6 +333,7 @@ class MultiProcessCommunicator:
         if division:
             require_float(operation, [target])
         specs = [(a.dtype.str, tuple(a.shape)) for a in sources + [target]]
+        self._exchange.guard.enter(operation, g)
         self._exchange.agree(g, Call(operation, g.name, specs, division=division))
         if self._through_nccl(sources + [target]):
             import cupy
@@ -339,6 +355,7 @@ class MultiProcessCommunicator:
         """Wait until every rank has reached this call (interruptibly, with the timeout)."""
         self._exchange.guard.check_usable()
         g = self._member_group("world", "barrier")
+        self._exchange.guard.enter("barrier", g)
         if self.check_agreement:
             self._exchange.agree(g, Call("barrier", g.name, []))
         else:

@@ -172,6 +172,7 @@ class Exchange:
                 division: bool) -> None:
         """Run ``operation`` on the arrays of ``plan`` after the agreement check (small
         data travel with the check itself: carried.py)."""
+        self.guard.enter(operation, group)
         if self.check_agreement:
             key = (operation, group.name, root, division)
             carried = plan.transport.get(key)

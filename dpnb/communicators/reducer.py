@@ -148,6 +148,7 @@ class GradientReducer:
         if plan is not self._packs_of:  # first use, or the arrays moved
             self._cut_packs(plan)
             self._missing = [len(pack.pieces) for pack in self._packs]
+        self.exchange.guard.enter("all_reduce_callback", self.group)
         self._canonical = not self.exchange.agree(self.group, self._call)
         self._pipeline = self.exchange.pipeline(
             self.group, Collective.of("all_reduce", self.group.rank, self.group.size, -1,

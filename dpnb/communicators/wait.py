@@ -13,15 +13,26 @@ raises at once, and a deadline is checked.
 ``Guard`` is the one place that waits for a communicator: a failure there (or
 anything raised while data collectives are under way) leaves the ranks out of
 step, so it marks the communicator broken and keeps the abandoned requests.
+
+It also reports stalls: each collective is published on the board (board.py)
+as the rank enters it, and a wait that has lasted ``stall_seconds`` since then
+prints, once, which ranks of the group have not arrived and what each of them
+last entered, how long ago.  The check is one comparison in the polling loop,
+which a collective that finishes in microseconds never reaches.
 """
 from __future__ import annotations
 
+import logging
+import math
 import os
 import time
 
 from ..errors import CommunicatorError, CommunicatorInterrupted, CommunicatorTimeout, DpnbError
 
+logger = logging.getLogger("dpnb.communicators")
+
 DEFAULT_TIMEOUT = 600.0
+DEFAULT_STALL = 30.0
 # While polling, give the core away this often, as MPICH's own waits do: a rank
 # sharing the core (more ranks than cores) needs it to progress.  Not more often:
 # where another process is runnable, each yield may cost it a time slice.
@@ -30,36 +41,53 @@ _POLL_SECONDS = 0.5     # poll this long, then sleep between polls
 _FIRST_SLEEP = 50e-6
 _MAX_SLEEP = 5e-3       # the longest sleep between polls
 _QUICK_TESTS = 64       # tests (about 15 us) before a short wait takes the polling loop
+_STALL_CHECK = 1e-3     # a wait this long asks whether a stall report is due
 
 
 def timeout_from_env() -> float:
     """The timeout in seconds from ``DPNB_COMM_TIMEOUT``, else 600."""
-    raw = os.environ.get("DPNB_COMM_TIMEOUT")
-    if raw is None:
-        return DEFAULT_TIMEOUT
+    return _seconds_from_env("DPNB_COMM_TIMEOUT", DEFAULT_TIMEOUT)
+
+
+def stall_from_env() -> float:
+    """Seconds a collective waits before its stall report, from ``DPNB_COMM_STALL``, else 30."""
+    return _seconds_from_env("DPNB_COMM_STALL", DEFAULT_STALL)
+
+
+def _seconds_from_env(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    return default if raw is None else _positive_seconds(name, raw)
+
+
+def _positive_seconds(name: str, raw) -> float:
     try:
         value = float(raw)
-    except ValueError:
+    except (TypeError, ValueError):
         value = -1.0
     if not value > 0:
-        raise DpnbError(f"DPNB_COMM_TIMEOUT must be a positive number of seconds, got {raw!r}")
+        raise DpnbError(f"{name} must be a positive number of seconds, got {raw!r}")
     return value
 
 
-def wait_until(done, timeout: float, what) -> None:
+def wait_until(done, timeout: float, what, stall=None) -> None:
     """Poll ``done()`` until it is true.
 
     ``what()`` names the operation for the error; it is only called on failure.
     Raises ``CommunicatorTimeout`` after ``timeout`` seconds and
-    ``CommunicatorInterrupted`` on SIGINT; the operation is then still pending."""
+    ``CommunicatorInterrupted`` on SIGINT; the operation is then still pending.
+    A wait that lasts a millisecond calls ``stall(now)``, which returns the
+    monotonic time at which to call it again (``math.inf``: never)."""
     if done():
         return
     start = last_yield = time.monotonic()
     deadline = start + timeout
+    stall_at = start + _STALL_CHECK if stall is not None else math.inf
     delay = _FIRST_SLEEP
     try:
         while not done():
             now = time.monotonic()
+            if now > stall_at:
+                stall_at = stall(now)
             if now > deadline:
                 raise CommunicatorTimeout(
                     f"{what()}: the other ranks did not take part within the timeout of "
@@ -83,9 +111,12 @@ class Guard:
     """Waits for one communicator's collectives, with its timeout, and remembers
     that it is broken once a wait (or a step of a pipeline) has failed."""
 
-    def __init__(self, timeout: float):
+    def __init__(self, timeout: float, stall_seconds: float = DEFAULT_STALL):
         self.timeout = timeout
+        self.stall_seconds = stall_seconds
         self.broken: str | None = None
+        self.board = None  # the Board collectives are published on (``attach``)
+        self._reported = 0.0  # when the collective last reported was entered (board.entered_at())
         self._abandoned: list = []  # requests a failure left pending (MPI may still use them)
 
     @property
@@ -95,9 +126,28 @@ class Guard:
 
     @timeout.setter
     def timeout(self, seconds: float) -> None:
-        if not float(seconds) > 0:
-            raise DpnbError(f"comm.timeout must be a positive number of seconds, got {seconds!r}")
-        self._timeout = float(seconds)
+        self._timeout = _positive_seconds("comm.timeout", seconds)
+
+    @property
+    def stall_seconds(self) -> float:
+        """Seconds a collective waits for the other ranks before it reports who is late
+        (once per collective; never where it is not below the timeout)."""
+        return self._stall_seconds
+
+    @stall_seconds.setter
+    def stall_seconds(self, seconds: float) -> None:
+        self._stall_seconds = _positive_seconds("comm.stall_seconds", seconds)
+
+    def attach(self, board) -> None:
+        """Publish the collectives entered on ``board`` (a ``Board``), and report stalls
+        from it.  ``enter`` becomes the board's own ``publish``: one call per collective."""
+        self.board = board
+        self.enter = board.publish
+
+    def enter(self, operation: str, group) -> None:
+        """Publish that this rank enters collective ``operation`` on ``group`` (a
+        ``Group``): call once per collective the ranks of the group number alike.
+        Nothing to do before a board is attached."""
 
     def check_usable(self) -> None:
         """Raise if an earlier collective failed."""
@@ -131,7 +181,7 @@ class Guard:
     def wait_until(self, done, what, requests: list = ()) -> None:
         """Wait until ``done()``; a failure marks the communicator broken."""
         try:
-            wait_until(done, self.timeout, what)
+            wait_until(done, self.timeout, what, self._stall)
         except CommunicatorError as e:
             self.mark_broken(e, list(requests))
             raise
@@ -150,3 +200,57 @@ class Guard:
         self._abandoned.extend(requests)
         if self.broken is None:
             self.broken = str(error) or type(error).__name__
+
+    def _stall(self, now: float) -> float:
+        """Report the collective under way if it has waited ``stall_seconds`` (once, and
+        only below the timeout); when to ask again."""
+        board = self.board
+        if board is None or self._stall_seconds >= self._timeout:
+            return math.inf
+        entered = board.entered_at()
+        if entered == self._reported:
+            return math.inf
+        if now < entered + self._stall_seconds:
+            return entered + self._stall_seconds
+        self._reported = entered
+        self._report_stall()
+        return math.inf
+
+    def _report_stall(self) -> None:
+        """Print (and log) which ranks of the collective's group have not arrived."""
+        board = self.board
+        mine = board.mine()
+        message = stall_report(mine, mine.group, board.entries(
+            r for r in board.groups[mine.group].ranks if r != board.rank))
+        print(message, flush=True)
+        logger.warning(message)
+
+
+def stall_report(mine, group: str, others: dict) -> str:
+    """The report of a collective this rank entered (``mine``, a board ``Entry``) on
+    ``group``, from the other members' entries (world rank -> ``Entry``)."""
+    head = f"{mine.operation} #{mine.sequence} on {group!r}: waiting {_seconds(mine.ago)}"
+    late = []
+    for rank in sorted(others):
+        entry = others[rank]
+        entered = entry.entered_in(group)
+        if entered is not None and entered >= mine.sequence:
+            continue
+        if not entry.reachable:
+            late.append(f"rank {rank}, on another host, whose entry cannot be read while it "
+                        "is outside MPI")
+        elif entry.operation is None:
+            late.append(f"rank {rank}, which has entered no collective yet")
+        else:
+            where = ("" if entry.group == group else
+                     f" on {entry.group!r}" if entry.group is not None else
+                     " on a group this rank does not know")
+            late.append(f"rank {rank}, which last entered {entry.operation} "
+                        f"#{entry.sequence}{where} {_seconds(entry.ago)} ago")
+    if not late:
+        return f"{head}; every rank of the group has entered it (the data are still moving)"
+    return f"{head} for " + "; for ".join(late)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
