@@ -131,9 +131,11 @@ class Record:
         path = record_path(profile_dir, cluster_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         record = cls(path, uuid.uuid4().hex, Entry.of(psutil.Process(), "starter"), n=n)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # FileExistsError
-        with os.fdopen(fd, "w") as f:
-            json.dump(record.to_dict(), f)
+        temporary = record._write_temporary()
+        try:
+            os.link(temporary, path)    # whole, and only if absent: else FileExistsError
+        finally:
+            temporary.unlink()
         return record
 
     @classmethod
@@ -172,11 +174,15 @@ class Record:
         self.write()
 
     def write(self) -> None:
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        """Replace the record on disk at once (readers never see part of it)."""
+        os.replace(self._write_temporary(), self.path)
+
+    def _write_temporary(self) -> Path:
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.{self.token}.tmp")
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             json.dump(self.to_dict(), f)
-        os.replace(temporary, self.path)
+        return temporary
 
 
 def _tagged(profile_dir: str, cluster_id: str) -> list:
