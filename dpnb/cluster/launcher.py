@@ -168,10 +168,14 @@ class Cluster:
         try:
             return self.ipp.connect_client_sync(timeout=self.timeout)
         except (TimeoutError, RuntimeError, OSError) as e:
-            log_text = self.ipp.controller.get_output() if self.ipp.controller else ""
-            raise DpnbError(f"the controller in {self.ipp.profile_dir} did not answer ({e}); "
-                            "the end of its log:\n"
-                            + "".join(log_text.splitlines(True)[-30:])) from None
+            controller = self.ipp.controller
+            log_text = controller.get_output() if controller is not None else ""
+            where = _where(self.ipp.profile_dir, self.ipp.cluster_id)
+            raise DpnbError(f"the controller (pid {getattr(controller, 'pid', '?')}) of the "
+                            f"cluster in {where} did not answer ({e}); if it hangs, "
+                            f"{_stop_hint(self.ipp.profile_dir, self.ipp.cluster_id)} ends the "
+                            "cluster; the end of its log:\n"
+                            + "".join(log_text.splitlines(True)[-10:])) from None
 
     def _start_engines(self) -> None:
         """Start one engine set and wait for it; on failure raise with the end of its log."""
@@ -547,7 +551,8 @@ def stop_cluster(profile: str | None = "mpi", cluster_id: str = "", timeout: flo
             Cluster.attach(profile, cluster_id, timeout, profile_dir=profile_dir).stop()
         except Exception as e:  # the processes are ended below all the same
             log.warning("stopping the cluster in %s through its controller failed (%s); "
-                        "ending its processes", _where(where, cluster_id), e)
+                        "ending its processes", _where(where, cluster_id),
+                        str(e).splitlines()[0])
     rest = processes.find(where, cluster_id)
     stuck = rest.end()
     rest.remove_files()
