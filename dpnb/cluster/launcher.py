@@ -174,7 +174,7 @@ class Cluster:
             raise DpnbError(f"the controller (pid {getattr(controller, 'pid', '?')}) of the "
                             f"cluster in {where} did not answer ({e}); if it hangs, "
                             f"{_stop_hint(self.ipp.profile_dir, self.ipp.cluster_id)} ends the "
-                            "cluster; the end of its log:\n"
+                            "cluster.\nThe end of its log:\n"
                             + "".join(log_text.splitlines(True)[-10:])) from None
 
     def _start_engines(self) -> None:
@@ -552,7 +552,7 @@ def stop_cluster(profile: str | None = "mpi", cluster_id: str = "", timeout: flo
         except Exception as e:  # the processes are ended below all the same
             log.warning("stopping the cluster in %s through its controller failed (%s); "
                         "ending its processes", _where(where, cluster_id),
-                        str(e).splitlines()[0])
+                        (str(e).splitlines() or [repr(e)])[0])
     rest = processes.find(where, cluster_id)
     stuck = rest.end()
     rest.remove_files()
