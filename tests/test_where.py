@@ -5,8 +5,11 @@ The parsing of faulthandler's text is checked against dumps of this process."""
 from __future__ import annotations
 
 import faulthandler
+import json
 import os
 import signal
+import subprocess
+import sys
 import tempfile
 import textwrap
 import threading
@@ -125,18 +128,36 @@ def test_pure_python_loop(cluster):
     assert all(n > 0 for n in cluster.view.pull("counted"))
 
 
-def test_first_ask_while_busy_reaches_the_client_whose_cell_runs(cluster):
-    client = cluster.ipp.connect_client_sync()                  # a session engines never heard of
+ASK_FROM_ANOTHER_PROCESS = """
+import json, sys, time
+import ipyparallel as ipp
+import dpnb
+client = ipp.Client(profile_dir=sys.argv[1], cluster_id=sys.argv[2])
+start = time.monotonic()
+stacks = dpnb.where(client[:])
+elapsed = time.monotonic() - start
+print(json.dumps({"elapsed": elapsed, "states": [stacks[r].state for r in (0, 1)],
+                  "functions": [stacks[r].innermost[0].function for r in (0, 1)]}))
+client.close()
+"""
+
+
+def test_another_process_asks_while_this_one_s_cell_runs(cluster):
+    """A terminal, or a second notebook, attached to engines busy with this notebook's cell."""
+    running = submit(cluster.view, BUSY_PYTHON, seconds=15)
     try:
-        view = client.direct_view([0, 1])
-        running = submit(view, BUSY_PYTHON, seconds=3)
-        time.sleep(0.5)
-        stacks, elapsed = timed_where(view)
-        assert elapsed < ANSWER_WITHIN, stacks
-        assert [stacks[r].innermost[0].function for r in (0, 1)] == ["spin_in_python"] * 2
-        wait_for(running)
+        out = subprocess.run([sys.executable, "-c", ASK_FROM_ANOTHER_PROCESS,
+                              cluster.ipp.profile_dir, cluster.ipp.cluster_id],
+                             capture_output=True, text=True, timeout=TIMEOUT)
+        assert out.returncode == 0, out.stderr
+        answer = json.loads(out.stdout.strip().splitlines()[-1])
+        assert answer["elapsed"] < ANSWER_WITHIN
+        assert answer["functions"] == ["spin_in_python"] * 2 and answer["states"] == ["busy"] * 2
+        assert not running.ready()
     finally:
-        client.close()
+        cluster.client.send_signal("SIGINT", block=True)          # end the cell early
+        with pytest.raises(Exception, match="KeyboardInterrupt"):
+            running.get(timeout=TIMEOUT)
 
 
 def test_numpy_loop(cluster):
@@ -288,3 +309,9 @@ def test_summary_of_one_rank():
     text = stacks.stacks[0]
     assert text.index("MainThread") < text.index("IOPub") and "(no Python frame)" in text
     assert "... (more frames)" in text
+
+
+def test_controller_without_task_database_is_a_clear_error(cluster):
+    with Cluster(1, timeout=TIMEOUT, progress=False, controller_args=["--nodb"]) as bare:
+        with pytest.raises(DpnbError, match="task database.*--nodb"):
+            dpnb.where(bare.view)

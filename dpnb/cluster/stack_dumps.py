@@ -6,11 +6,12 @@ channel to the engine's nanny, which signals the engine process.  ``install``
 registers ``faulthandler`` for that signal at engine start: its C-level handler
 writes every thread's stack into a pipe at once, whether or not the interrupted
 code holds the GIL.  A daemon thread reads the pipe, parses the dump and
-publishes it over ipyparallel's data channel (``ZMQDataPublisher`` on the
-kernel's own session and IOPub socket) with the parent header each notebook
-registered through ``listen``, and with the header of the request the engine is
-running, so that a notebook that never registered still hears from a busy engine
-that runs its cell.
+publishes it on the engine's IOPub channel (the kernel's own session and socket)
+as display data under the parent id ``record_id(engine id)``.  No client owns that
+id, so no notebook shows it; the controller's hub stores IOPub display data by
+parent id in its task database, where any client, in any process, reads it with
+``Client.db_query`` — also one that never talked to the engines, while another
+notebook's cell keeps them busy.
 
 ``SIGWINCH`` is the signal because its default action is to do nothing: an
 engine that was not started by ``dpnb.cluster.engine`` ignores it instead of
@@ -37,7 +38,7 @@ log = logging.getLogger(__name__)
 
 SIGNAL = "SIGWINCH"
 KEY = "dpnb_stacks"
-MAX_LISTENERS = 16              # notebook sessions a dump is sent to, the latest ones
+MIME = "application/vnd.dpnb.stacks+json"
 _QUIET = 0.02                   # seconds without new bytes that end one dump
 _PIPE_BYTES = 1 << 20           # room for a dump of many threads; more is cut, never blocks
 _HEADER = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent call first\):$")
@@ -52,8 +53,8 @@ _PLUMBING_MODULES = ("threading", "selectors", "runpy")
 
 
 class StackDumper:
-    """The engine's dump handler: the pipe faulthandler writes into, the thread that
-    publishes what it reads, and the notebook sessions that asked for dumps."""
+    """The engine's dump handler: the pipe faulthandler writes into and the thread
+    that publishes what it reads."""
 
     def __init__(self, signum: int):
         self.signum = signum
@@ -63,20 +64,10 @@ class StackDumper:
         os.set_blocking(self.write_fd, False)
         _enlarge_pipe(self.write_fd)
         self.sequence = 0
-        self._listeners: dict[str, dict] = {}
-        self._lock = threading.Lock()
         self._prefixes: tuple | None = None
         faulthandler.register(signum, file=self.write_fd, all_threads=True, chain=False)
         self._thread = threading.Thread(target=self._serve, name="dpnb-stacks", daemon=True)
         self._thread.start()
-
-    def listen(self, header: dict) -> None:
-        """Send dumps from now on to the notebook session of ``header`` (its latest header)."""
-        with self._lock:
-            self._listeners.pop(header["session"], None)
-            self._listeners[header["session"]] = dict(header)
-            while len(self._listeners) > MAX_LISTENERS:
-                self._listeners.pop(next(iter(self._listeners)))
 
     def _serve(self) -> None:
         while True:
@@ -94,29 +85,19 @@ class StackDumper:
         return b"".join(chunks).decode("utf-8", "backslashreplace")
 
     def _publish(self, text: str) -> None:
+        """Send the dump on IOPub under this engine's record id, for the hub to store."""
         kernel = _kernel()
         if kernel is None:              # the engine is still starting: nobody to tell
             return
-        from ipyparallel.engine.datapub import ZMQDataPublisher
-
         self.sequence += 1
         engine_id = kernel.engine_id
         payload = {**identity(), "engine": engine_id, "sequence": self.sequence,
                    "threads": self._threads(text), "text": text}
-        publisher = ZMQDataPublisher(session=kernel.session, pub_socket=kernel.iopub_socket)
-        for header in self._destinations(kernel.get_parent("shell")):
-            publisher.set_parent(header)
-            publisher.publish_data({f"{KEY}:{engine_id}": payload})
-
-    def _destinations(self, running: dict) -> list[dict]:
-        """Every listener's header, and the running (or last) request's where its
-        session has no listener."""
-        with self._lock:
-            headers = list(self._listeners.values())
-        header = (running or {}).get("header") or {}
-        if header.get("session") and header["session"] not in {h["session"] for h in headers}:
-            headers.append(header)
-        return headers
+        parent = {"msg_id": record_id(engine_id), "session": KEY, "msg_type": KEY,
+                  "username": KEY, "version": "5.3"}
+        kernel.session.send(kernel.iopub_socket, "display_data",
+                            {"data": {MIME: payload}, "metadata": {}}, parent=parent,
+                            ident=f"engine.{engine_id}.{KEY}".encode())
 
     def _threads(self, text: str) -> list[dict]:
         """The dump's threads, each with its name, whether it is the main thread and
@@ -229,9 +210,6 @@ def install() -> bool:
     return True
 
 
-def listen(header: dict) -> dict:
-    """Run on an engine (through apply): send its dumps to the notebook session of
-    ``header`` from now on.  Returns the engine's identity and whether dumps work."""
-    if _dumper is not None:
-        _dumper.listen(header)
-    return {**identity(), "installed": _dumper is not None}
+def record_id(engine_id: int) -> str:
+    """The id of the hub's record that holds engine ``engine_id``'s latest dump."""
+    return f"{KEY}-{engine_id}"

@@ -1,12 +1,11 @@
 """``dpnb.where()``: the Python stack of every rank, now, even while a cell runs there.
 
 The notebook asks each engine through ``Client.send_signal`` (ipyparallel's control
-channel and the engine's nanny, which answer while the engine is busy); the dump
-comes back over ipyparallel's data channel (see ``dpnb.cluster.stack_dumps``).  Idle
-engines are first told, with an ordinary apply, which parent header to publish
-under, so that their dumps land in one ``client.metadata`` entry of this notebook's
-own; a busy engine publishes under the request it runs as well, so its dump reaches
-the notebook whose cell it is running even before that notebook ever registered."""
+channel and the engine's nanny, which answer while the engine is busy); the engine
+publishes the dump on IOPub, the controller's hub stores it in its task database,
+and the notebook reads it from there with ``Client.db_query`` (see
+``dpnb.cluster.stack_dumps``).  Nothing has to be set up beforehand, so any
+client, in any process, can ask, also while another notebook's cell runs."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,13 +14,13 @@ import threading
 import time
 
 from ..cluster import stack_dumps
-from ..cluster.stack_dumps import COLLECTIVE, KEY, PLUMBING, SIGNAL, USER
+from ..cluster.stack_dumps import COLLECTIVE, PLUMBING, SIGNAL, USER
 from ..cluster.table import ShownAsTable, Table
 from ..errors import DpnbError
 
 SHOWN_FRAMES = 3                 # innermost frames of the main thread in the table
-_POLL = 0.01                     # seconds between looks at the client's metadata
-_REGISTRATION_SHARE = 0.25       # of the time, at most, spent registering idle engines
+_POLL = 0.02                     # seconds between looks at the hub's stored dumps
+_HUB_GRACE = 0.2                 # beyond the timeout, for a hub call under way to return
 _CELL_FILE = re.compile(r"ipykernel_\d+[/\\]\d+\.py$")
 
 
@@ -149,80 +148,102 @@ def where(view=None, timeout: float = 2.0) -> Stacks:
     if not timeout > 0:
         raise DpnbError(f"where() needs a timeout above 0 seconds, got {timeout!r}")
     start = time.monotonic()
-    deadline = start + timeout
     if view is None:
         from ..cluster.launcher import current
 
         view = current().view
     client = view.client
     targets = _targets(view.targets, client.ids)
+    asking = _Asking(client, [t for t in targets if t in set(client.ids)], start + timeout)
+    # Every call to the hub blocks without a timeout, so a thread makes them and this
+    # one waits for it no longer than the deadline (a dead controller never answers).
+    worker = threading.Thread(target=asking.run, name="dpnb-where", daemon=True)
+    worker.start()
+    worker.join(max(0.0, start + timeout - time.monotonic()) + _HUB_GRACE)
+    if asking.error is not None:
+        raise DpnbError(f"where(): the controller's task database, which holds the engines' "
+                        f"stacks, answered with an error (was it started with --nodb?): "
+                        f"{asking.error}")
     registered = set(client.ids)
-    alive = [t for t in targets if t in registered]
-    queues = _queue_lengths(client, alive, start + timeout * _REGISTRATION_SHARE)
-    header = _header(client)
-    idle = [t for t in alive if queues.get(t) == 0]
-    replies = _register(client, idle, header, start + timeout * _REGISTRATION_SHARE)
-    asked = [t for t in alive if replies.get(t, {}).get("installed", True)]
-    signals = _signal(client, asked)
-    dumps = _collect(client, header, signals, deadline)
-    registered &= set(client.ids)
-    ranks = {t: _rank(t, queues, dumps, registered, signals, replies, timeout) for t in targets}
+    ranks = {t: asking.rank(t, t in registered, timeout) for t in targets}
     return Stacks(ranks, time.monotonic() - start, timeout)
 
 
-def _signal(client, engines: list[int]) -> dict:
-    """Send the dump signal to each engine: engine id -> the control reply's future, or
-    the error where the engine could not be addressed (unregistered meanwhile)."""
-    from ipyparallel import error as ipp_error
+class _Asking:
+    """One ask: the engines' queue lengths, the signals sent, the dumps that came."""
 
-    signals = {}
-    for t in engines:
+    def __init__(self, client, engines: list[int], deadline: float):
+        self.client = client
+        self.engines = engines
+        self.deadline = deadline
+        self.queues: dict[int, int] = {}
+        self.signals: dict = {}
+        self.dumps: dict[int, dict] = {}
+        self.error: Exception | None = None
+
+    def run(self) -> None:
+        """Note who is busy, remember the stored dumps, signal, and read the new dumps
+        until every engine has answered or left, or until the deadline."""
+        from ipyparallel import error as ipp_error
+
+        if not self.engines:
+            return
         try:
-            signals[t] = client.send_signal(SIGNAL, targets=t, block=False)
-        except (IndexError, ipp_error.NoEnginesRegistered) as e:  # the reason it did not answer
-            signals[t] = e
-    return signals
+            self._run()
+        except ipp_error.RemoteError as e:  # the hub's database refused the query
+            self.error = e
+
+    def _run(self) -> None:
+        from ipyparallel import error as ipp_error
+
+        status = self.client.queue_status(targets=self.engines)
+        self.queues = {t: status[t]["queue"] + status[t]["tasks"] for t in self.engines}
+        before = {t: _version(d) for t, d in self._stored().items()}
+        for t in self.engines:
+            try:
+                self.signals[t] = self.client.send_signal(SIGNAL, targets=t, block=False)
+            except (IndexError, ipp_error.NoEnginesRegistered) as e:  # left meanwhile
+                self.signals[t] = e
+        while True:
+            for t, dump in self._stored().items():
+                if _version(dump) != before.get(t):
+                    self.dumps[t] = dump
+            registered = set(self.client.ids)
+            if all(t in self.dumps or t not in registered for t in self.engines):
+                return
+            if time.monotonic() >= self.deadline:
+                return
+            time.sleep(_POLL)
+
+    def _stored(self) -> dict[int, dict]:
+        """Engine id -> the latest dump the hub holds for it."""
+        records = self.client.db_query(
+            {"msg_id": {"$in": [stack_dumps.record_id(t) for t in self.engines]}},
+            keys=["msg_id", "display_data"])
+        dumps = {}
+        for record in records:
+            dump = (record.get("display_data") or {}).get("data", {}).get(stack_dumps.MIME)
+            if dump is not None:
+                dumps[dump["engine"]] = dump
+        return dumps
+
+    def rank(self, t: int, registered: bool, timeout: float) -> RankStack:
+        """Engine ``t``'s answer, or why there is none."""
+        dumps, queues = dict(self.dumps), dict(self.queues)
+        state = "busy" if queues.get(t) else "idle" if t in queues else "?"
+        if t in dumps:
+            return _answer(t, state, dumps[t])
+        if not registered:
+            return RankStack(t, "gone: not registered with the controller", False)
+        if t not in self.signals:
+            return RankStack(t, f"{state}, not signalled: the controller did not answer in "
+                                f"{timeout:g} s", False)
+        return RankStack(t, f"{state}, {_silence(self.signals[t], timeout)}", False)
 
 
-def _collect(client, header: dict, signals: dict, deadline: float) -> dict[int, dict]:
-    """Engine id -> the dump each signalled engine sent after the signal, waiting until
-    all have answered or left, or until ``deadline``.
-
-    A busy engine that has no listener publishes under the request it runs; that
-    request may end meanwhile, and ipyparallel then drops its entry from
-    ``client.metadata``, so the requests running at the start are watched to the end."""
-    watched = {header["msg_id"], *client.outstanding}
-    before = {key: d["sequence"] for key, d in _dumps(client, watched).items()}
-    dumps: dict[int, dict] = {}
-    while True:
-        watched |= client.outstanding
-        for (engine, pid), dump in _dumps(client, watched).items():
-            if engine in signals and dump["sequence"] > before.get((engine, pid), 0):
-                dumps[engine] = dump
-        registered = set(client.ids)
-        if all(t in dumps or t not in registered for t in signals):
-            break
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(_POLL)
-    _forget_ended(client, watched - {header["msg_id"]})
-    return dumps
-
-
-def _rank(t: int, queues: dict, dumps: dict, registered: set, signals: dict, replies: dict,
-          timeout: float) -> RankStack:
-    """Engine ``t``'s answer, or why there is none."""
-    state = "busy" if queues.get(t) else "idle" if t in queues else "?"
-    if t in dumps:
-        return _answer(t, state, dumps[t])
-    if t not in registered:
-        return RankStack(t, "gone: not registered with the controller", False)
-    known = replies.get(t, {})
-    if t not in signals:
-        return RankStack(t, "no stack handler (not started by dpnb.cluster.engine)", False,
-                         known.get("host"), known.get("pid"))
-    return RankStack(t, f"{state}, {_silence(signals[t], timeout)}", False, known.get("host"),
-                     known.get("pid"))
+def _version(dump: dict) -> tuple[int, int]:
+    """What tells one dump of an engine from the next: its process and sequence number."""
+    return dump["pid"], dump["sequence"]
 
 
 def _targets(targets, ids: list[int]) -> list[int]:
@@ -232,76 +253,6 @@ def _targets(targets, ids: list[int]) -> list[int]:
     if isinstance(targets, int):
         return [targets]
     return list(targets)
-
-
-def _queue_lengths(client, targets: list[int], deadline: float) -> dict[int, int]:
-    """Engine id -> requests queued or running there, from the controller; {} where it
-    does not answer by ``deadline`` (its answer cannot be waited for with a timeout)."""
-    if not targets:
-        return {}
-    answer: dict = {}
-
-    def ask() -> None:
-        status = client.queue_status(targets=targets)
-        answer.update({t: status[t]["queue"] + status[t]["tasks"] for t in targets})
-
-    asking = threading.Thread(target=ask, name="dpnb-where-queues", daemon=True)
-    asking.start()
-    asking.join(max(0.0, deadline - time.monotonic()))
-    return dict(answer)
-
-
-def _header(client) -> dict:
-    """The parent header this notebook's dumps travel under: one ``client.metadata``
-    entry that ipyparallel never clears, since no request of its own has that id."""
-    session = client.session
-    return {"msg_id": f"{KEY}-{session.session}", "session": session.session,
-            "username": session.username, "msg_type": "dpnb_stacks", "version": "5.3"}
-
-
-def _register(client, engines: list[int], header: dict, deadline: float) -> dict[int, dict]:
-    """Tell idle engines where to send dumps; engine id -> their ``listen`` answer, for
-    those that answered by ``deadline``."""
-    from ipyparallel import error as ipp_error
-
-    pending = {}
-    for t in engines:
-        try:
-            pending[t] = client[t].apply_async(stack_dumps.listen, header)
-        except (IndexError, ipp_error.NoEnginesRegistered):  # unregistered meanwhile
-            continue
-    replies = {}
-    for t, result in pending.items():
-        result.wait(max(0.0, deadline - time.monotonic()))
-        if result.ready() and result.successful():
-            replies[t] = result.get()
-    return replies
-
-
-def _dumps(client, msg_ids: set[str]) -> dict[tuple[int, int], dict]:
-    """(engine id, pid) -> the newest dump in the ``client.metadata`` entries of
-    ``msg_ids``: this notebook's own and those of requests engines were running."""
-    found: dict = {}
-    for msg_id in list(msg_ids):
-        metadata = client.metadata.get(msg_id)
-        if metadata is None:
-            continue
-        for key, dump in list(metadata["data"].items()):
-            if not (key.startswith(KEY + ":") and isinstance(dump, dict)):
-                continue
-            which = (dump["engine"], dump["pid"])
-            if which not in found or dump["sequence"] > found[which]["sequence"]:
-                found[which] = dump
-    return found
-
-
-def _forget_ended(client, msg_ids: set[str]) -> None:
-    """Drop the entries that dumps alone made again for requests that had ended (no
-    submission time), so that asking does not grow ``client.metadata``."""
-    for msg_id in msg_ids - client.outstanding:
-        metadata = client.metadata.get(msg_id)
-        if metadata is not None and metadata["submitted"] is None:
-            client.metadata.pop(msg_id, None)
 
 
 def _answer(rank: int, state: str, dump: dict) -> RankStack:
@@ -319,11 +270,11 @@ def _silence(signal_future, timeout: float) -> str:
         error = signal_future.exception()
         if error is not None:
             return f"not signalled ({type(error).__name__}: {error})"
-        replies = signal_future.result()
-        failed = [r["content"] for r in replies if r["content"].get("status") != "ok"]
+        failed = [r["content"] for r in signal_future.result()
+                  if r["content"].get("status") != "ok"]
         if failed:
             return (f"not signalled ({failed[0].get('ename', 'error')}: "
                     f"{failed[0].get('evalue', '')})")
-        return (f"signalled, no answer in {timeout:g} s (stopped, or in a long C call that "
-                "holds the GIL?)")
+        return (f"signalled, no answer in {timeout:g} s (stopped, in a long C call that "
+                "holds the GIL, or not started by dpnb.cluster.engine?)")
     return f"no answer in {timeout:g} s"
