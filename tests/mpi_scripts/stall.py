@@ -60,10 +60,11 @@ def one_long_call(seconds: float) -> float:
     """One matrix product sized (from a timed smaller one) to take about ``seconds``;
     returns how long it took."""
     small = np.ones((400, 400))
+    small @ small  # BLAS warmed up
     start = time.monotonic()
     small @ small
     n = int(400 * (seconds / max(time.monotonic() - start, 1e-4)) ** (1 / 3))
-    big = np.ones((min(n, 6000),) * 2)
+    big = np.ones((min(n, 4000),) * 2)
     start = time.monotonic()
     big @ big
     return time.monotonic() - start
@@ -98,7 +99,7 @@ def check_report(ok: Checks, what: str, lines: list[str], logged: list[str], hea
         return []
     waited = float(match["waited"])
     ages = [float(match[f"age{k}"]) for k in range(len(late))]
-    ok.true(STALL <= waited < STALL + 0.6, f"{what}: waited about comm.stall_seconds",
+    ok.true(STALL <= waited < STALL + 1.5, f"{what}: waited about comm.stall_seconds",
             f"{waited} s")
     ok.true(all(0 <= age < 60 for age in ages), f"{what}: ages plausible", f"{ages}")
     named = set(match.re.groupindex.values())
