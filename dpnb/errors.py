@@ -28,3 +28,10 @@ class CommunicatorInterrupted(CommunicatorError, KeyboardInterrupt):
 
 class AgreementError(DpnbError):
     """The ranks of a group called different collectives, or passed different arrays."""
+
+
+class RankArgumentError(AgreementError):
+    """A rank refused its own arguments to a collective (a non-contiguous array, a
+    root out of range, ...) and told the other ranks of the group: every rank
+    raises it before anything is sent, naming those ranks and their errors, and
+    the communicator stays usable."""

@@ -35,6 +35,16 @@ def test_waiting_rank_fails_cleanly(mode, check):
     assert_ranks_ok(run, range(n - 1), exit_status=False)
 
 
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("mode", ["arguments", "new_group", "groups", "unknown", "interrupt",
+                                  "absent"])
+def test_disagreements_raise_on_every_rank(mode, n):
+    """A rank refusing its arguments, a mismatched new_group, ranks on different groups,
+    an interrupted new_group: every rank raises within 2 s (the timeout is 30 s); a rank
+    that never calls new_group: the others within their timeout."""
+    check_ranks(n, SCRIPTS / "disagreements.py", mode)
+
+
 @requires_gpu
 def test_nccl_against_numpy():
     """One rank per GPU (one rank where there is one GPU) through NCCL."""
@@ -118,3 +128,53 @@ def test_cuda_aware_mpi_is_read_from_the_memory_allocation_kinds(kinds, aware):
     comm = _FakeComm(kinds)
     assert cuda_aware_mpi(comm) is aware and comm.info.freed
     assert cuda_aware_mpi(MPI.COMM_SELF) is False  # the PyPI MPICH build has no CUDA support
+
+
+def _entry(rank, group, sequence, counts=None):
+    """A board entry: ``rank`` entered collective ``sequence`` of ``group`` last, and
+    ``counts`` collectives of other groups (by name)."""
+    from dpnb.communicators.agreement import stable_hash
+    from dpnb.communicators.board import Entry
+
+    table = {stable_hash(name): k for name, k in (counts or {}).items()}
+    table[stable_hash(group)] = sequence
+    return Entry(rank, True, "all_reduce", group, stable_hash(group), sequence, 0.0, table)
+
+
+def _groups(**ranks):
+    from dpnb.communicators.exchange import Group
+
+    return {name: Group(name, members, None) for name, members in ranks.items()}
+
+
+def test_standoff_of_ranks_in_different_groups():
+    from dpnb.communicators.standoff import standoff
+
+    groups = _groups(world=[0, 1, 2], low=[0, 1])
+    # rank 0 in world #5, rank 1 in low #2 (world: 4 entered), rank 2 in world #5 waits for 1
+    entries = {0: _entry(0, "world", 5, {"low": 1}), 1: _entry(1, "low", 2, {"world": 4}),
+               2: _entry(2, "world", 5)}
+    assert standoff(entries, groups) == {0: [1], 1: [0], 2: [1]}
+    # rank 0 took part in low #2 before world #5: rank 1 is only late, nobody is stuck
+    entries[0] = _entry(0, "world", 5, {"low": 2})
+    assert standoff(entries, groups) == {}
+    # two ranks one call apart in the same group: the later one waits, nobody is stuck
+    assert standoff({0: _entry(0, "world", 6), 1: _entry(1, "world", 5),
+                     2: _entry(2, "world", 6)}, groups) == {}
+
+
+def test_standoff_needs_known_entries():
+    from dpnb.communicators.board import Entry
+    from dpnb.communicators.standoff import standoff
+
+    groups = _groups(world=[0, 1, 2], low=[0, 1])
+    entries = {0: _entry(0, "world", 5, {"low": 1}), 1: _entry(1, "low", 2, {"world": 4}),
+               2: Entry(2, reachable=False)}
+    assert standoff(entries, groups) == {0: [1], 1: [0]}  # rank 2 unknown: no part of it
+    # a rank waiting for one that cannot be read may yet be joined
+    entries = {0: _entry(0, "world", 5), 1: Entry(1, reachable=False), 2: _entry(2, "world", 5)}
+    assert standoff(entries, groups) == {}
+    # a group this rank does not know: no conclusion about the rank in it
+    entries = {0: _entry(0, "world", 5, {"low": 1}), 1: _entry(1, "other", 1, {"world": 4}),
+               2: _entry(2, "world", 5)}
+    assert standoff(entries, groups) == {}

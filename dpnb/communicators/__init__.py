@@ -4,7 +4,8 @@
 an MPI job (one per device), with nnabla's API: over MPI, and over NCCL for
 GPU arrays where CuPy has it.  ``comm.gradient_reducer(solver)`` owns the
 exchange of a solver's gradients."""
-from ..errors import AgreementError, CommunicatorError, CommunicatorInterrupted, CommunicatorTimeout
+from ..errors import (AgreementError, CommunicatorError, CommunicatorInterrupted,
+                      CommunicatorTimeout, RankArgumentError)
 from .communicator import (MultiProcessCommunicator, MultiProcessDataParalellCommunicator,
                            MultiProcessDataParallelCommunicator)
 from .mpiexec import find_mpiexec
@@ -13,5 +14,5 @@ from .reducer import GradientReducer
 __all__ = [
     "AgreementError", "CommunicatorError", "CommunicatorInterrupted", "CommunicatorTimeout",
     "GradientReducer", "MultiProcessCommunicator", "MultiProcessDataParalellCommunicator",
-    "MultiProcessDataParallelCommunicator", "find_mpiexec",
+    "MultiProcessDataParallelCommunicator", "RankArgumentError", "find_mpiexec",
 ]

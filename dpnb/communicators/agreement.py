@@ -8,19 +8,26 @@ so that they take one collective, not two).  One Allgather of the rows, the
 same size on every rank whatever the call, gives every rank every signature:
 they agree where all rows start alike, and since every rank reads the same
 rows, every rank reaches the same verdict.  Only on a mismatch are the full
-descriptions gathered (with pickle, on this error path only)."""
+descriptions gathered (with pickle, on this error path only, through the same
+bounded, interruptible waits).
+
+A rank whose own arguments fail their checks still takes part: its row says
+so (``refuse``), and every rank of the group raises ``RankArgumentError``
+naming it and its error, before anything is sent, instead of waiting for it."""
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import pickle
 
 import numpy as np
 
-from ..errors import AgreementError
+from ..errors import AgreementError, DpnbError, RankArgumentError
 
 _MAGIC = 0x64706E62  # "dpnb": tells our check from foreign traffic on the same communicator
+_REFUSED = 0x64706E63  # the first word of a row whose rank refused its own arguments
 OPERATIONS = ("barrier", "all_reduce", "reduce", "bcast", "all_gather", "reduce_scatter",
-              "all_reduce_callback")
+              "all_reduce_callback", "new_group")
 _FIELDS = ("protocol", "operation", "group", "array count", "root", "division",
            "total elements", "bucket size", "dtypes and shapes",
            "path (data carried with the check or not)")
@@ -52,12 +59,16 @@ class Call:
     layout: int = 0        # how the arrays lie in memory; ranks may differ, see ``agree``
     specs_hash: int = -1   # stable_hash(specs), if the caller has it already
     carried: bool = False  # the data travel in the payload of the rows (carried.py)
+    arguments: tuple = ()  # other values the ranks must pass alike (new_group's name and ranks)
+    refusal: str = ""      # why this rank cannot make the call: its own argument error
 
     def __post_init__(self):
         if self.specs_hash < 0:
-            self.specs_hash = stable_hash(self.specs)
+            self.specs_hash = stable_hash((self.specs, self.arguments) if self.arguments
+                                          else self.specs)
         total = sum(int(np.prod(shape, dtype=np.int64)) for _, shape in self.specs)
-        sig = np.array([_MAGIC, OPERATIONS.index(self.operation), stable_hash(self.group),
+        sig = np.array([_REFUSED if self.refusal else _MAGIC, OPERATIONS.index(self.operation),
+                        stable_hash(self.group),
                         len(self.specs), self.root, int(self.division), total,
                         self.bucket_bytes, self.specs_hash, int(self.carried), self.layout],
                        dtype=np.int64)
@@ -71,7 +82,8 @@ class Call:
         if self._rows is None or len(self._rows) != size:
             self._rows = np.empty((size, ROW_BYTES), np.uint8)
             self._signatures = self._rows[:, :SIGNATURE_BYTES]
-            self.expected_rows = self.expected * size  # the signatures when all ranks agree
+            # the signatures when all ranks agree (never, where this rank refused)
+            self.expected_rows = b"" if self.refusal else self.expected * size
         return self._rows
 
     def signatures(self, rows: np.ndarray) -> np.ndarray:
@@ -81,7 +93,8 @@ class Call:
     def describe(self) -> dict:
         return {"operation": self.operation, "group": self.group, "specs": self.specs,
                 "root": self.root, "division": self.division,
-                "bucket bytes": self.bucket_bytes}
+                "bucket bytes": self.bucket_bytes, "arguments": self.arguments,
+                "refusal": self.refusal}
 
 
 def agree(group, call: Call, wait, what) -> bool:
@@ -89,32 +102,93 @@ def agree(group, call: Call, wait, what) -> bool:
 
     Returns whether the memory layouts agree too (if not, every rank takes the
     layout-independent path).  Raises ``AgreementError`` on every rank, with
-    the same message, if anything else differs.  ``wait(request, what)``
-    waits interruptibly; ``what()`` names the call for its errors."""
+    the same message, if anything else differs, and ``RankArgumentError`` where
+    a rank refused its arguments.  ``wait(request, what)`` waits interruptibly,
+    within the timeout; ``what()`` names the call for its errors."""
     rows = call.rows(group.size)
     wait(group.comm.Iallgather(call.row, rows), what)
-    return verdict(group, call, rows)
+    return verdict(group, call, rows, wait, what)
 
 
-def verdict(group, call: Call, rows: np.ndarray) -> bool:
+def refusal(operation: str, group: str, error: BaseException) -> Call:
+    """The call of a rank that cannot make ``operation`` on ``group`` because its own
+    arguments failed their checks (``error``): agreeing with it makes every rank raise."""
+    text = str(error) if isinstance(error, DpnbError) else f"{type(error).__name__}: {error}"
+    return Call(operation, group, [], refusal=text or type(error).__name__)
+
+
+def verdict(group, call: Call, rows: np.ndarray, wait, what) -> bool:
     """From the gathered ``rows``: True if every rank made ``call``, False if only
-    the memory layouts differ; else raises ``AgreementError`` (the same on every rank)."""
+    the memory layouts differ; else raises ``AgreementError`` (``RankArgumentError``
+    where a rank refused its arguments) on every rank, after gathering every rank's
+    description through ``wait``."""
     signatures = call.signatures(rows)
     if signatures.tobytes() == call.expected_rows:
         return True
     words = signatures.view(np.int64)
     same = (words == words[0]).all(axis=0)
-    if same[:-1].all():
+    refused = bool((words[:, 0] == _REFUSED).any())
+    if same[:-1].all() and not refused:
         return bool(same[-1])
+    descriptions = gather(group, call.describe(), wait, what)
+    if refused:
+        raise RankArgumentError(_refusal_message(group, descriptions))
     differing = [_FIELDS[i] for i in np.flatnonzero(~same[:-1])]
-    descriptions = group.comm.allgather(call.describe())
     raise AgreementError(_mismatch_message(group, differing, descriptions))
 
 
+def gather(group, value, wait, what) -> list:
+    """``value`` (picklable) of every rank of ``group``, in group rank order, through
+    ``wait`` (bounded and interruptible, unlike mpi4py's ``allgather``)."""
+    from mpi4py import MPI
+
+    data = np.frombuffer(pickle.dumps(value), np.uint8)
+    sizes = np.empty(group.size, np.int64)
+    wait(group.comm.Iallgather(np.array([data.size], np.int64), sizes), what)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    received = np.empty(int(sizes.sum()), np.uint8)
+    wait(group.comm.Iallgatherv(data, [received, sizes.tolist(), offsets.tolist(), MPI.BYTE]),
+         what)
+    return [pickle.loads(received[o:o + n]) for o, n in zip(offsets, sizes)]
+
+
+def _rank_name(group, rank: int) -> str:
+    """Group rank ``rank``, with its world rank where they differ."""
+    world_rank = group.ranks[rank]
+    return f"rank {rank}" if world_rank == rank else f"rank {rank} (world rank {world_rank})"
+
+
+def _refusal_message(group, descriptions: list[dict]) -> str:
+    """The error of every rank where some refused their arguments: the refusing rank
+    leads with its own error, the others with who refused and why."""
+    refused = [(r, d["refusal"]) for r, d in enumerate(descriptions) if d["refusal"]]
+    operation = descriptions[refused[0][0]]["operation"]
+    mine = descriptions[group.rank]["refusal"]
+    others = [(r, text) for r, text in refused if r != group.rank]
+    if mine:
+        told = (f"(this rank, {_rank_name(group, group.rank)} of group {group.name!r}, told "
+                "the other ranks of the group, which raise RankArgumentError too: nothing was "
+                "sent and the communicator is still usable)")
+        lines = [mine, told] + [f"  {_rank_name(group, r)} refused its arguments too: {text}"
+                                for r, text in others]
+        return "\n".join(lines)
+    who = ", ".join(_rank_name(group, r) for r, _ in refused)
+    head = (f"{operation} on group {group.name!r}: {who} refused "
+            f"{'its' if len(refused) == 1 else 'their'} own arguments, so no rank sent anything "
+            "(every rank of the group raises this error; the communicator is still usable):")
+    return "\n".join([head] + [f"  {_rank_name(group, r)}: {text}" for r, text in refused])
+
+
 def _mismatch_message(group, differing: list[str], descriptions: list[dict]) -> str:
-    lines = [f"the ranks of group {group.name!r} called different collectives "
-             f"(they differ in: {', '.join(differing)}):"]
+    if all(d["operation"] == "new_group" for d in descriptions):
+        differing = ["name and ranks" if f == "dtypes and shapes" else f for f in differing]
+    lines = [(f"the ranks of group {group.name!r} called different collectives (they differ "
+              f"in: {', '.join(differing)}):")]
     for rank, d in enumerate(descriptions):
+        if d["operation"] == "new_group":
+            name, ranks = d["arguments"]
+            lines.append(f"  rank {rank}: new_group(({name!r}, {list(ranks)}))")
+            continue
         specs = d["specs"]
         shown = ", ".join(_spec(spec) for spec in specs[:6])
         more = f", ... ({len(specs)} arrays)" if len(specs) > 6 else ""
@@ -132,7 +206,8 @@ def _mismatch_message(group, differing: list[str], descriptions: list[dict]) -> 
         lines.append("  bucket sizes differ: set comm.bucket_bytes (or DPNB_COMM_BUCKET_BYTES) "
                      "the same on every rank")
     lines.append("every rank of the group must call the same collective, in the same order, "
-                 "with arrays of the same count, dtypes and shapes")
+                 "with arrays of the same count, dtypes and shapes (new_group: every rank of "
+                 "the world, with the same name and ranks)")
     return "\n".join(lines)
 
 

@@ -60,15 +60,16 @@ class Carried:
         self.other = (1 - group.rank if group.size == 2 and d is None
                       and collective.operation != "bcast" else None)
 
-    def run(self, guard) -> None:
-        """Send this rank's data with its signature, check, and write the result."""
+    def run(self, wait) -> None:
+        """Send this rank's data with its signature, check, and write the result;
+        ``wait(request, what)`` is the agreement check's wait."""
         c = self.collective
         if c.sends:
             for item, mine, _ in self.entries:
                 np.copyto(mine, item, casting="same_kind")
-        guard.wait_short(self.comm.Iallgather(self.row, self.rows), self.what)
+        wait(self.comm.Iallgather(self.row, self.rows), self.what)
         if self.signatures.tobytes() != self.expected:
-            agreement.verdict(self.group, self.call, self.rows)  # raises on a mismatch
+            agreement.verdict(self.group, self.call, self.rows, wait, self.what)  # raises
         if not c.receives:
             return
         for k, (item, mine, parts) in enumerate(self.entries):

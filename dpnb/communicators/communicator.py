@@ -75,6 +75,7 @@ class MultiProcessCommunicator:
                                   _env_bytes("DPNB_COMM_BUCKET_BYTES", DEFAULT_BUCKET_BYTES))
         self._exchange.guard.stall_seconds = stall_from_env()
         self._groups: dict[str, Group] = {}
+        self._exchange.groups = self._groups
         self._local_rank = -1
 
     # -- set-up ---------------------------------------------------------------
@@ -191,10 +192,32 @@ class MultiProcessCommunicator:
     # -- groups ---------------------------------------------------------------
     def new_group(self, name_ranks: tuple[str, list[int]]) -> str:
         """Create group ``name`` of the given world ranks (group rank i is
-        ``ranks[i]``); returns its name.  Every member must call it (it waits for
-        them without a timeout); non-members may, to learn the group."""
-        self._exchange.guard.check_usable()
+        ``ranks[i]``); returns its name.  Every rank of the world calls it with the
+        same name and ranks (as nnabla programs do, so that every rank knows every
+        group), and the ranks agree on the call first: different names or ranks, or
+        a rank in another collective, raise on every rank.  Every wait is bounded by
+        the timeout and interruptible."""
+        operation = "new_group"
+        exchange = self._exchange
+        exchange.guard.check_usable()
         world = self._world()
+        try:
+            name, ranks = self._group_arguments(name_ranks, world)
+        except Exception as e:
+            exchange.refuse(world, operation, e, always=True)
+            raise
+        exchange.guard.enter(operation, world)
+        exchange.agree(world, Call(operation, world.name, [], arguments=(name, tuple(ranks))),
+                       always=True)
+        group = Group(name, ranks, None)
+        if world.rank in ranks:
+            group.comm = exchange.group_comm(world, ranks, name)
+            group.rank = group.comm.Get_rank()
+        self._groups[name] = group
+        return name
+
+    def _group_arguments(self, name_ranks, world: Group) -> tuple[str, list[int]]:
+        """``new_group``'s (name, ranks), checked."""
         if not (isinstance(name_ranks, (tuple, list)) and len(name_ranks) == 2):
             raise DpnbError(f"new_group expects a (name, ranks) pair, got {name_ranks!r}")
         name, ranks = name_ranks
@@ -203,21 +226,12 @@ class MultiProcessCommunicator:
         if name in self._groups:
             raise DpnbError(f"group {name!r} already exists with ranks {self._groups[name].ranks}; "
                             "choose another name")
-        ranks = [int(r) for r in ranks]
-        if (not ranks or len(set(ranks)) != len(ranks)
-                or not all(0 <= r < world.size for r in ranks)):
-            raise DpnbError(f"new_group {name!r} needs distinct ranks in 0..{world.size - 1}, "
-                            f"got {ranks}")
-        group = Group(name, ranks, None)
-        if world.rank in ranks:
-            world_group = world.comm.Get_group()
-            mpi_group = world_group.Incl(ranks)
-            group.comm = world.comm.Create_group(mpi_group)
-            mpi_group.Free()
-            world_group.Free()
-            group.rank = group.comm.Get_rank()
-        self._groups[name] = group
-        return name
+        if not (isinstance(ranks, (tuple, list)) and ranks
+                and all(isinstance(r, (int, np.integer)) for r in ranks)
+                and len(set(ranks)) == len(ranks) and all(0 <= r < world.size for r in ranks)):
+            raise DpnbError(f"new_group {name!r} needs a list of distinct ranks in "
+                            f"0..{world.size - 1}, got {ranks!r}")
+        return name, [int(r) for r in ranks]
 
     def list_groups(self) -> dict[str, list[int]]:
         """Every known group's world ranks, by name (``world`` included)."""
@@ -299,9 +313,13 @@ class MultiProcessCommunicator:
         operation = "all_gather"
         self._exchange.guard.check_usable()
         g = self._member_group(group, operation)
-        (source,), _ = resolve([ndarray], operation)
-        targets, _ = resolve(_as_list(ndarray_list, operation, "ndarray_list"), operation)
-        _check_list_matches(operation, targets, source, g, "ndarray_list", "ndarray")
+        try:
+            (source,), _ = resolve([ndarray], operation)
+            targets, _ = resolve(_as_list(ndarray_list, operation, "ndarray_list"), operation)
+            _check_list_matches(operation, targets, source, g, "ndarray_list", "ndarray")
+        except Exception as e:
+            self._exchange.refuse(g, operation, e)
+            raise
         specs = [(a.dtype.str, tuple(a.shape)) for a in [source] + targets]
         self._exchange.guard.enter(operation, g)
         self._exchange.agree(g, Call(operation, g.name, specs))
@@ -327,11 +345,15 @@ class MultiProcessCommunicator:
         operation = "reduce_scatter"
         self._exchange.guard.check_usable()
         g = self._member_group(group, operation)
-        sources, _ = resolve(_as_list(ndarray_list, operation, "ndarray_list"), operation)
-        (target,), _ = resolve([ndarray], operation)
-        _check_list_matches(operation, sources, target, g, "ndarray_list", "ndarray")
-        if division:
-            require_float(operation, [target])
+        try:
+            sources, _ = resolve(_as_list(ndarray_list, operation, "ndarray_list"), operation)
+            (target,), _ = resolve([ndarray], operation)
+            _check_list_matches(operation, sources, target, g, "ndarray_list", "ndarray")
+            if division:
+                require_float(operation, [target])
+        except Exception as e:
+            self._exchange.refuse(g, operation, e)
+            raise
         specs = [(a.dtype.str, tuple(a.shape)) for a in sources + [target]]
         self._exchange.guard.enter(operation, g)
         self._exchange.agree(g, Call(operation, g.name, specs, division=division))
@@ -370,17 +392,22 @@ class MultiProcessCommunicator:
 
     # -- internals ------------------------------------------------------------
     def _run(self, operation: str, data, group: str, root: int, division: bool) -> None:
-        """All-reduce, reduce or broadcast through the cached plan of ``data``."""
+        """All-reduce, reduce or broadcast through the cached plan of ``data``.  A
+        rank whose arguments fail their checks tells the others (``Exchange.refuse``)."""
         self._exchange.guard.check_usable()
         g = self._member_group(group, operation)
-        if operation != "all_reduce":
-            if not isinstance(root, (int, np.integer)) or not 0 <= root < g.size:
+        try:
+            if operation != "all_reduce" and (not isinstance(root, (int, np.integer))
+                                              or not 0 <= root < g.size):
                 role = "dst" if operation == "reduce" else "src"
                 raise DpnbError(f"{operation}: {role}={root!r} is out of range; group {g.name!r} "
                                 f"has ranks 0..{g.size - 1} (ranks within the group)")
-        plan = self._exchange.prepared(_as_list(data, operation), operation).plan()
-        if division and not plan.all_float:
-            require_float(operation, plan.items)
+            plan = self._exchange.prepared(_as_list(data, operation), operation).plan()
+            if division and not plan.all_float:
+                require_float(operation, plan.items)
+        except Exception as e:
+            self._exchange.refuse(g, operation, e)
+            raise
         self._exchange.execute(g, plan, operation, int(root), division)
 
     def _through_nccl(self, arrays: list) -> bool:

@@ -10,11 +10,17 @@ import collections
 import dataclasses
 import logging
 import operator
+import threading
 
 import numpy as np
 
 from ..context import array_module_of
-from ..errors import DpnbError
+from ..errors import (
+    CommunicatorError,
+    CommunicatorInterrupted,
+    DpnbError,
+    RankArgumentError,
+)
 from ..graph import Variable
 from ..ndarray import NdArray
 from . import agreement
@@ -23,12 +29,14 @@ from .carried import Carried, carried_bytes
 from .collective import Collective
 from .mpi import MpiTransport
 from .plan import STAGE_DTYPES, Plan, Stager, address, pieces_of_list
+from .standoff import Watch
 from .wait import Guard
 
 logger = logging.getLogger("dpnb.communicators")
 
 PLAN_CACHE_SIZE = 256     # prepared exchanges kept, one per list of arrays
 PLAN_CACHE_BYTES = 256 << 20  # plain arrays the cache may keep alive, at most
+QUICK_TESTS = 64          # tests (about 15 us) before an agreement check's wait polls
 _DATA = operator.attrgetter("data")
 _UNHASHABLE = object()  # a list of objects that cannot be a cache key themselves
 
@@ -109,6 +117,7 @@ class Exchange:
         self.collectives_issued = 0
         self.plans_built = 0
         self.world_rank = -1
+        self.groups: dict[str, Group] = {}  # every known group by name: the communicator's
         self.mpi = MpiTransport(self)
         self.nccl = None          # an NcclTransport, for a GPU context where NCCL is available
         self.cuda_aware_mpi = False
@@ -157,12 +166,44 @@ class Exchange:
         return found
 
     # -- running ------------------------------------------------------------------
-    def agree(self, group: Group, call: Call) -> bool:
-        """Whether the ranks' memory layouts agree too; raises on any other mismatch."""
-        if not self.check_agreement:
+    def agree(self, group: Group, call: Call, always: bool = False) -> bool:
+        """Whether the ranks' memory layouts agree too; raises on any other mismatch.
+        Skipped where ``check_agreement`` is off, unless ``always``."""
+        if not (self.check_agreement or always):
             return True
-        return agreement.agree(group, call, self.guard.wait_short,
+        return agreement.agree(group, call, self.wait_agreement,
                                lambda: self.describe(call.operation, group) + ", agreement check")
+
+    def refuse(self, group: Group, operation: str, error: Exception,
+               always: bool = False) -> None:
+        """This rank cannot make ``operation`` on ``group``: its own arguments failed
+        their checks (``error``).  It still takes part in the agreement check, so that
+        every rank of the group raises ``RankArgumentError`` at once instead of waiting;
+        raises it here (from ``error``).  Without the check (``check_agreement`` off and
+        not ``always``) it returns, and the caller raises ``error`` itself."""
+        if not (self.check_agreement or always):
+            return
+        self.guard.enter(operation, group)
+        try:
+            self.agree(group, agreement.refusal(operation, group.name, error), always)
+        except RankArgumentError as e:
+            raise e from error
+
+    def wait_agreement(self, request, what) -> None:
+        """Wait for a request of an agreement check: tests in a tight loop first (a
+        check takes microseconds where every rank is there), then polls, within the
+        timeout and interruptibly, reading the board now and then for ranks caught
+        waiting for each other in different groups (standoff.py).  Any failure marks
+        the communicator broken: the request stays posted."""
+        guard = self.guard
+        try:
+            for _ in range(QUICK_TESTS):
+                if request.Test():
+                    return
+            guard.wait_until(Watch(request, guard.board, self.groups, what), what,
+                             [request])
+        except BaseException as e:  # noqa: BLE001 - any failure leaves the request posted
+            raise self._broken_by(e, [request], what)
 
     def pipeline(self, group: Group, collective: Collective, device: bool):
         """A pipeline of the transport for a plan: NCCL for a device plan, else MPI."""
@@ -183,7 +224,7 @@ class Exchange:
                     lambda: self.describe(operation, group))
             if carried:
                 self.collectives_issued += 1
-                carried.run(self.guard)
+                carried.run(self.wait_agreement)
                 return
         chunks = plan.chunks
         if self.check_agreement and not self.agree(group, plan.call(operation, group.name,
@@ -193,6 +234,48 @@ class Exchange:
                                                       division), plan.device)
         pipeline.add(chunks)
         self.guard.run(pipeline.drain, pipeline.pending_requests)
+
+    def group_comm(self, world: Group, ranks: list[int], name: str):
+        """The MPI communicator of world ``ranks`` (this rank among them), for group
+        ``name``.  MPI makes it in a blocking call, so a helper thread makes the call
+        while this one waits within the timeout and interruptibly: a member that
+        never joins leaves the thread blocked and the communicator broken, not a hang."""
+        world_group = world.comm.Get_group()
+        mpi_group = world_group.Incl(ranks)
+        world_group.Free()
+        made: dict = {}
+
+        def create() -> None:
+            try:
+                made["comm"] = world.comm.Create_group(mpi_group)
+            except Exception as e:  # noqa: BLE001 - raised in the waiting thread
+                made["error"] = e
+            finally:
+                mpi_group.Free()
+
+        def what() -> str:
+            return f"new_group {name!r} (world rank {self.world_rank}), making its communicator"
+
+        thread = threading.Thread(target=create, name=f"dpnb new_group {name!r}", daemon=True)
+        thread.start()
+        try:
+            self.guard.wait_until(lambda: not thread.is_alive(), what)
+        except BaseException as e:  # noqa: BLE001 - any failure leaves the thread waiting
+            raise self._broken_by(e, [], what)
+        if "error" in made:
+            raise made["error"]
+        return made["comm"]
+
+    def _broken_by(self, error: BaseException, requests: list, what) -> BaseException:
+        """What a wait that failed with ``error`` raises (an interrupt as
+        ``CommunicatorInterrupted``), once the communicator is marked broken by it."""
+        if isinstance(error, CommunicatorError):
+            return error  # the guard has marked it
+        if isinstance(error, KeyboardInterrupt):
+            error = CommunicatorInterrupted(f"{what()}: interrupted while waiting for the "
+                                            "other ranks")
+        self.guard.mark_broken(error, requests)
+        return error
 
     def wait(self, group: Group, operation: str, request) -> None:
         """Wait for one data collective issued outside a pipeline."""
