@@ -223,6 +223,19 @@ def test_stop_after_the_controller_was_killed_ends_schedulers_and_engines(starte
     assert wait_gone(found) == []
 
 
+def test_a_hung_controller_is_reported_and_stopped(started, security):
+    found = started()
+    found[0].suspend()                                       # SIGSTOP: alive, never answers
+    status = dpnb("cluster", "status", "--timeout", "5")
+    assert status.returncode == 2
+    assert (f"the controller (pid {found[0].pid}) of the cluster in profile 'mpi' did not "
+            "answer" in status.stderr)
+    stopped = dpnb("cluster", "stop", "--timeout", "5")
+    assert stopped.returncode == 0, stopped.stderr
+    assert "through its controller failed" in stopped.stderr
+    assert wait_gone(found) == []
+
+
 def test_cluster_stop_in_python_after_the_controller_was_killed(security):
     cluster = Cluster(2, profile="mpi", cluster_id="python", timeout=TIMEOUT, progress=False)
     cluster.start()
