@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import psutil
-import pytest
 
 from dpnb import cli
 from dpnb.cluster import checks
