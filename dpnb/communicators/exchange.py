@@ -193,15 +193,17 @@ class Exchange:
         """Wait for a request of an agreement check: tests in a tight loop first (a
         check takes microseconds where every rank is there), then polls, within the
         timeout and interruptibly, reading the board now and then for ranks caught
-        waiting for each other in different groups (standoff.py).  Any failure marks
-        the communicator broken: the request stays posted."""
+        waiting for each other in different groups (standoff.py; only where every
+        collective starts with the check, so that none completes before every rank of
+        its group has entered it).  Any failure marks the communicator broken: the
+        request stays posted."""
         guard = self.guard
         try:
             for _ in range(QUICK_TESTS):
                 if request.Test():
                     return
-            guard.wait_until(Watch(request, guard.board, self.groups, what), what,
-                             [request])
+            board = guard.board if self.check_agreement else None
+            guard.wait_until(Watch(request, board, self.groups, what), what, [request])
         except BaseException as e:  # noqa: BLE001 - any failure leaves the request posted
             raise self._broken_by(e, [request], what)
 

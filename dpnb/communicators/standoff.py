@@ -4,9 +4,10 @@ one on group 'g' (ranks 0 and 1): each agreement check runs on its own group's
 MPI communicator, so the two never meet.
 
 The board (board.py) says which collective each rank entered last and how many
-it has entered in each group.  Every collective needs every rank of its group
-to enter it before it completes, so a rank whose last collective a member has
-not entered is still inside it (or gave up); when such waits form a cycle, no
+it has entered in each group.  With the agreement check on, every collective
+starts with the check, which needs every rank of its group to enter it before
+it completes, so a rank whose last collective a member has not entered is
+still inside it (or gave up); when such waits form a cycle, no
 rank of the cycle can ever leave (the first to leave would need the next to
 have left before it), and a rank waiting for one of them cannot either.
 Entries read at different moments keep this true, so one reading suffices.  A
