@@ -56,17 +56,25 @@ def busy_loop(seconds: float) -> None:
         a = np.tanh(a @ a / 600.0)
 
 
-def one_long_call(seconds: float) -> float:
-    """One matrix product sized (from a timed smaller one) to take about ``seconds``;
-    returns how long it took."""
-    small = np.ones((400, 400))
-    small @ small  # BLAS warmed up
+def long_call_size(seconds: float) -> int:
+    """The size of a square matrix product that takes about ``seconds``, from products
+    grown until one takes a tenth of that (large enough to run as fast as the big one)."""
+    n = 256
+    while True:
+        a = np.ones((n, n))
+        start = time.monotonic()
+        a @ a
+        took = time.monotonic() - start
+        if took > seconds / 10:
+            return int(n * (seconds / took) ** (1 / 3))
+        n = int(n * 1.5)
+
+
+def one_long_call(n: int) -> float:
+    """One matrix product of size ``n``; returns how long it took."""
+    a = np.ones((n, n))
     start = time.monotonic()
-    small @ small
-    n = int(400 * (seconds / max(time.monotonic() - start, 1e-4)) ** (1 / 3))
-    big = np.ones((min(n, 4000),) * 2)
-    start = time.monotonic()
-    big @ big
+    a @ a
     return time.monotonic() - start
 
 
@@ -113,6 +121,7 @@ def numbered(text: str) -> str:
 
 def late(comm, ok: Checks) -> None:
     n, r = comm.size, comm.rank
+    size = long_call_size(BUSY + 0.5)
     records = Records()
     log = logging.getLogger("dpnb.communicators")
     log.addHandler(records)
@@ -142,7 +151,7 @@ def late(comm, ok: Checks) -> None:
 
     # one long NumPy call
     x = np.full(5, r + 1.0, np.float32)
-    took = one_long_call(BUSY) if r > 0 else 0.0
+    took = one_long_call(size) if r > 0 else 0.0
     lines, logged, _ = waiting(comm, lambda: comm.all_reduce(x), records)  # world #4
     ok.close(x, expected, "one call: the all_reduce after the stall")
     took = comm_max(took)
