@@ -30,7 +30,6 @@ import select
 import signal
 import sys
 import threading
-from pathlib import Path
 
 from .engine_side import identity
 
@@ -57,7 +56,6 @@ class StackDumper:
     that publishes what it reads."""
 
     def __init__(self, signum: int):
-        self.signum = signum
         self.read_fd, self.write_fd = os.pipe()
         # Never block the signal handler: it may have interrupted the thread that holds
         # the GIL, which the reader needs to drain the pipe.  A dump too big is cut.
@@ -66,8 +64,7 @@ class StackDumper:
         self.sequence = 0
         self._prefixes: tuple | None = None
         faulthandler.register(signum, file=self.write_fd, all_threads=True, chain=False)
-        self._thread = threading.Thread(target=self._serve, name="dpnb-stacks", daemon=True)
-        self._thread.start()
+        threading.Thread(target=self._serve, name="dpnb-stacks", daemon=True).start()
 
     def _serve(self) -> None:
         while True:
@@ -107,7 +104,7 @@ class StackDumper:
         prefixes = self._frame_prefixes()
         threads = []
         for ident, frames, cut in parse_dump(text):
-            threads.append({"ident": ident, "name": names.get(ident, "(not a Python thread)"),
+            threads.append({"ident": ident, "name": names.get(ident, "(unnamed)"),
                             "main": ident == main, "cut": cut,
                             "frames": [(f, line, fn, classify(f, prefixes))
                                        for f, line, fn in frames]})
@@ -117,7 +114,8 @@ class StackDumper:
         """(collective, dpnb, plumbing) path prefixes, found once the engine runs (when
         the kernel's packages are all imported)."""
         if self._prefixes is None:
-            package = Path(__file__).resolve().parents[1]
+            # Compared with the code objects' file names, which are the modules' __file__.
+            package = os.path.dirname(os.path.dirname(__file__))
             plumbing = []
             for name in _PLUMBING_PACKAGES:
                 module = sys.modules.get(name)
@@ -127,9 +125,9 @@ class StackDumper:
                 module = sys.modules.get(name)
                 if getattr(module, "__file__", None):
                     plumbing.append(module.__file__)
-            plumbing += [str(package / "cluster" / "engine.py"), str(Path(__file__).resolve())]
-            self._prefixes = (str(package / "communicators") + os.sep, str(package) + os.sep,
-                              tuple(plumbing))
+            plumbing += [os.path.join(package, "cluster", "engine.py"), __file__]
+            self._prefixes = (os.path.join(package, "communicators", ""),
+                              os.path.join(package, ""), tuple(plumbing))
         return self._prefixes
 
 

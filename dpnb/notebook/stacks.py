@@ -22,6 +22,9 @@ SHOWN_FRAMES = 3                 # innermost frames of the main thread in the ta
 _POLL = 0.02                     # seconds between looks at the hub's stored dumps
 _HUB_GRACE = 0.2                 # beyond the timeout, for a hub call under way to return
 _CELL_FILE = re.compile(r"ipykernel_\d+[/\\]\d+\.py$")
+_SILENT = ("An engine that received the signal but sent nothing is stopped, in one long C "
+           "call that holds the GIL (its answer comes when the call returns), or was not "
+           "started by dpnb.cluster.engine (which installs the handler).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +60,8 @@ class ThreadStack:
 
 @dataclasses.dataclass
 class RankStack:
-    """What one rank answered (or why it did not): identity, state and every thread."""
+    """What one rank answered (or why it did not): identity, state, every thread, and a
+    note on what a silence may mean."""
 
     rank: int
     state: str
@@ -65,6 +69,7 @@ class RankStack:
     host: str | None = None
     pid: int | None = None
     threads: list[ThreadStack] = dataclasses.field(default_factory=list)
+    note: str = ""
 
     @property
     def main(self) -> ThreadStack | None:
@@ -90,7 +95,7 @@ class RankStack:
         """Every thread's stack, innermost call first, as faulthandler took it."""
         who = f"rank {self.rank}" + (f" (host {self.host}, pid {self.pid})" if self.pid else "")
         if not self.answered:
-            return f"{who}: {self.state}"
+            return f"{who}: {self.state}" + (f"\n{self.note}" if self.note else "")
         lines = [f"{who}, {self.state}; innermost call first"]
         for thread in sorted(self.threads, key=lambda t: not t.main):
             lines.append(f"\nThread {thread.name}{' (main)' if thread.main else ''} "
@@ -196,8 +201,9 @@ class _Asking:
     def _run(self) -> None:
         from ipyparallel import error as ipp_error
 
-        status = self.client.queue_status(targets=self.engines)
-        self.queues = {t: status[t]["queue"] + status[t]["tasks"] for t in self.engines}
+        status = self.client.queue_status()         # all: an engine may have left since
+        self.queues = {t: status[t]["queue"] + status[t]["tasks"] for t in self.engines
+                       if t in status}
         before = {t: _version(d) for t, d in self._stored().items()}
         for t in self.engines:
             try:
@@ -238,7 +244,8 @@ class _Asking:
         if t not in self.signals:
             return RankStack(t, f"{state}, not signalled: the controller did not answer in "
                                 f"{timeout:g} s", False)
-        return RankStack(t, f"{state}, {_silence(self.signals[t], timeout)}", False)
+        why, delivered = _silence(self.signals[t], timeout)
+        return RankStack(t, f"{state}, {why}", False, note=_SILENT if delivered else "")
 
 
 def _version(dump: dict) -> tuple[int, int]:
@@ -262,19 +269,17 @@ def _answer(rank: int, state: str, dump: dict) -> RankStack:
     return RankStack(rank, state, True, dump["host"], dump["pid"], threads)
 
 
-def _silence(signal_future, timeout: float) -> str:
-    """Why an engine sent nothing: the signal failed, or it was sent and nothing came."""
+def _silence(signal_future, timeout: float) -> tuple[str, bool]:
+    """Why an engine sent nothing, and whether its nanny said the signal was delivered."""
     if isinstance(signal_future, Exception):
-        return f"not signalled ({type(signal_future).__name__}: {signal_future})"
-    if signal_future.done():
-        error = signal_future.exception()
-        if error is not None:
-            return f"not signalled ({type(error).__name__}: {error})"
-        failed = [r["content"] for r in signal_future.result()
-                  if r["content"].get("status") != "ok"]
-        if failed:
-            return (f"not signalled ({failed[0].get('ename', 'error')}: "
-                    f"{failed[0].get('evalue', '')})")
-        return (f"signalled, no answer in {timeout:g} s (stopped, in a long C call that "
-                "holds the GIL, or not started by dpnb.cluster.engine?)")
-    return f"no answer in {timeout:g} s"
+        return f"not signalled ({type(signal_future).__name__}: {signal_future})", False
+    if not signal_future.done():
+        return f"no answer in {timeout:g} s, nor from its nanny", False
+    error = signal_future.exception()
+    if error is not None:
+        return f"not signalled ({type(error).__name__}: {error})", False
+    failed = [r["content"] for r in signal_future.result() if r["content"].get("status") != "ok"]
+    if failed:
+        reason = f"{failed[0].get('ename', 'error')}: {failed[0].get('evalue', '')}"
+        return f"not signalled ({reason})", False
+    return f"signalled, no answer in {timeout:g} s", True
