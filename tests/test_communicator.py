@@ -37,7 +37,7 @@ def test_waiting_rank_fails_cleanly(mode, check):
 
 @pytest.mark.parametrize("n", [2, 3])
 @pytest.mark.parametrize("mode", ["arguments", "new_group", "groups", "unknown", "interrupt",
-                                  "absent"])
+                                  "absent", "funneled"])
 def test_disagreements_raise_on_every_rank(mode, n):
     """A rank refusing its arguments, a mismatched new_group, ranks on different groups,
     an interrupted new_group: every rank raises within 2 s (the timeout is 30 s); a rank

@@ -241,7 +241,10 @@ class Exchange:
         """The MPI communicator of world ``ranks`` (this rank among them), for group
         ``name``.  MPI makes it in a blocking call, so a helper thread makes the call
         while this one waits within the timeout and interruptibly: a member that
-        never joins leaves the thread blocked and the communicator broken, not a hang."""
+        never joins leaves the thread blocked and the communicator broken, not a hang.
+        (Where MPI was started for one thread only, this thread makes the call.)"""
+        from mpi4py import MPI
+
         world_group = world.comm.Get_group()
         mpi_group = world_group.Incl(ranks)
         world_group.Free()
@@ -258,15 +261,22 @@ class Exchange:
         def what() -> str:
             return f"new_group {name!r} (world rank {self.world_rank}), making its communicator"
 
-        thread = threading.Thread(target=create, name=f"dpnb new_group {name!r}", daemon=True)
+        if MPI.Query_thread() < MPI.THREAD_SERIALIZED:
+            create()
+        else:
+            self._in_thread(create, f"dpnb new_group {name!r}", what)
+        if "error" in made:
+            raise made["error"]
+        return made["comm"]
+
+    def _in_thread(self, call, name: str, what) -> None:
+        """Run the blocking ``call()`` in a helper thread while this one waits for it."""
+        thread = threading.Thread(target=call, name=name, daemon=True)
         thread.start()
         try:
             self.guard.wait_until(lambda: not thread.is_alive(), what)
         except BaseException as e:  # noqa: BLE001 - any failure leaves the thread waiting
             raise self._broken_by(e, [], what)
-        if "error" in made:
-            raise made["error"]
-        return made["comm"]
 
     def _broken_by(self, error: BaseException, requests: list, what) -> BaseException:
         """What a wait that failed with ``error`` raises (an interrupt as

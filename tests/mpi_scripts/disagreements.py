@@ -13,7 +13,8 @@ group (a local error), then goes on to a barrier while the others wait on group
 for the last rank, which comes late: rank 0 raises CommunicatorInterrupted, the
 late rank (whose check then meets rank 0's abandoned one) a timeout, not a hang.
 ``absent``: the last rank never calls new_group: the others time out, with the
-timeout (1 s) the bound."""
+timeout (1 s) the bound.  ``funneled``: MPI started for the main thread only:
+new_group makes the group's communicator in the calling thread."""
 from __future__ import annotations
 
 import os
@@ -22,8 +23,12 @@ import sys
 import threading
 import time
 
+import mpi4py
 import numpy as np
-from mpi4py import MPI
+
+if sys.argv[1:] == ["funneled"]:
+    mpi4py.rc.thread_level = "funneled"
+from mpi4py import MPI  # after the thread level is chosen
 
 import dpnb as nn
 import dpnb.communicators as C
@@ -210,6 +215,13 @@ def main(mode: str) -> None:
             ok.true(isinstance(error, KeyboardInterrupt), "an interrupt is a KeyboardInterrupt")
             ok.raises(C.CommunicatorError, "broken", comm.barrier, "after the interrupt")
         ok.finish(hard_exit=True, sync=MPI.COMM_WORLD.Barrier)
+    elif mode == "funneled":
+        ok.true(MPI.Query_thread() == MPI.THREAD_FUNNELED, "MPI runs funneled")
+        comm.new_group(("pair", [1, 0]))
+        data = np.full(2, r + 1.0)
+        if r < 2:
+            comm.all_reduce(data, group="pair")
+            ok.close(data, np.full(2, 3.0), "all_reduce on a group made funneled")
     elif mode == "absent":
         comm.barrier()
         if r < n - 1:
