@@ -120,7 +120,7 @@ def _wait(guard, seconds):
     guard.wait_until(lambda: time.monotonic() - start > seconds, lambda: "barrier")
 
 
-def test_a_wait_reports_once_and_only_below_the_timeout(capsys):
+def test_a_wait_reports_once_and_only_below_the_timeout(capsys, caplog):
     guard = Guard(timeout=5.0, stall_seconds=0.05)
     board = _Board()
     guard.attach(board)
@@ -128,8 +128,10 @@ def test_a_wait_reports_once_and_only_below_the_timeout(capsys):
     _wait(guard, 0.15)
     _wait(guard, 0.15)  # a second wait in the same collective: no second report
     assert board.reports == 1
-    assert capsys.readouterr().out == (
-        "barrier #1 on 'world': waiting 0.5 s for rank 1, which has entered no collective yet\n")
+    report = "barrier #1 on 'world': waiting 0.5 s for rank 1, which has entered no collective yet"
+    assert capsys.readouterr().out == report + "\n"
+    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("dpnb.communicators", "WARNING", report)]
     guard.enter("barrier", _Group())
     _wait(guard, 0.01)  # shorter than stall_seconds: nothing
     assert board.reports == 1

@@ -217,13 +217,15 @@ class Guard:
         return math.inf
 
     def _report_stall(self) -> None:
-        """Print (and log) which ranks of the collective's group have not arrived."""
+        """Print which ranks of the collective's group have not arrived, and log it where
+        logging is configured (Python's last-resort handler would print it again)."""
         board = self.board
         mine = board.mine()
         message = stall_report(mine, mine.group, board.entries(
             r for r in board.groups[mine.group].ranks if r != board.rank))
         print(message, flush=True)
-        logger.warning(message)
+        if logger.hasHandlers():
+            logger.warning(message)
 
 
 def stall_report(mine, group: str, others: dict) -> str:
