@@ -196,8 +196,9 @@ def test_dpnb_where_magic_through_ipython(cluster):
     assert isinstance(stacks, Stacks) and stacks.missing == []
     assert [stacks[r].innermost[0].function for r in (0, 1)] == ["spin_in_python"] * 2
     wait_for(running)
-    with pytest.raises(DpnbError, match="timeout above 0"):
-        dpnb.where(cluster.view, timeout=0)
+    for bad in (0, -1.0, float("nan"), float("inf"), "2", True):
+        with pytest.raises(DpnbError, match="finite timeout above 0"):
+            dpnb.where(cluster.view, timeout=bad)
 
 
 def test_where_from_another_thread_while_a_blocking_px_cell_runs(cluster):
@@ -302,7 +303,7 @@ def test_summary_of_one_rank():
     assert [str(f) for f in rank.innermost] == ["cell:3 step", "cell:5 <module>"]
     assert rank.collective.function == "all_reduce"
     gone = RankStack(1, "gone: not registered with the controller", False)
-    stacks = Stacks({0: rank, 1: gone}, elapsed=0.1, timeout=2.0)
+    stacks = Stacks({0: rank, 1: gone}, elapsed=0.1)
     assert stacks.missing == [1]
     row0, row1 = stacks.table().rows
     assert row0[4] == "cell:3 step < cell:5 <module>" and row0[5] == "all_reduce (communicator.py:270)"

@@ -9,6 +9,7 @@ client, in any process, can ask, also while another notebook's cell runs."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import threading
 import time
@@ -73,6 +74,7 @@ class RankStack:
 
     @property
     def main(self) -> ThreadStack | None:
+        """The main thread, where the rank's cells run."""
         return next((t for t in self.threads if t.main), None)
 
     @property
@@ -111,10 +113,9 @@ class Stacks(ShownAsTable):
     """Rank -> ``RankStack``; a table of where each rank is, with the full stacks in
     ``stacks[rank]`` and the ranks that did not answer in ``missing``."""
 
-    def __init__(self, ranks: dict[int, RankStack], elapsed: float, timeout: float):
+    def __init__(self, ranks: dict[int, RankStack], elapsed: float):
         self.ranks = ranks
         self.elapsed = elapsed
-        self.timeout = timeout
 
     def __getitem__(self, rank: int) -> RankStack:
         return self.ranks[rank]
@@ -138,7 +139,7 @@ class Stacks(ShownAsTable):
             rows.append([rank, r.host or "?", r.pid or "?", r.state, frames if r.answered else "",
                          f"{collective.function} ({collective.place})" if collective else ""])
         answered = len(self.ranks) - len(self.missing)
-        return Table(["rank", "host", "pid", "state", "innermost frames (main thread)",
+        return Table(["rank", "host", "pid", "state", "main thread, innermost first",
                       "waits in"], rows,
                      title=f"{answered} of {len(self.ranks)} ranks answered in "
                            f"{self.elapsed:.2f} s; .stacks[rank] has every thread")
@@ -150,8 +151,9 @@ def where(view=None, timeout: float = 2.0) -> Stacks:
     ``view`` defaults to the current cluster's.  Engines that send nothing in time
     (stopped, dead, or a C call holding the GIL the whole time) are listed as not
     answering."""
-    if not timeout > 0:
-        raise DpnbError(f"where() needs a timeout above 0 seconds, got {timeout!r}")
+    if (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+            or not 0 < timeout < math.inf):
+        raise DpnbError(f"where() needs a finite timeout above 0 seconds, got {timeout!r}")
     start = time.monotonic()
     if view is None:
         from ..cluster.launcher import current
@@ -171,7 +173,7 @@ def where(view=None, timeout: float = 2.0) -> Stacks:
                         f"{asking.error}")
     registered = set(client.ids)
     ranks = {t: asking.rank(t, t in registered, timeout) for t in targets}
-    return Stacks(ranks, time.monotonic() - start, timeout)
+    return Stacks(ranks, time.monotonic() - start)
 
 
 class _Asking:
