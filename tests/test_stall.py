@@ -3,13 +3,17 @@ they are.  Real MPI runs of tests/mpi_scripts/stall.py, and the report's
 wording from made-up board entries."""
 from __future__ import annotations
 
+import re
+import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import dpnb as nn
 import dpnb.communicators as C
+from dpnb.cluster import Cluster
 from dpnb.communicators.agreement import stable_hash
 from dpnb.communicators.board import Entry
 from dpnb.communicators.wait import Guard, stall_report
@@ -139,3 +143,41 @@ def test_a_wait_reports_once_and_only_below_the_timeout(capsys, caplog):
     guard.enter("barrier", _Group())
     _wait(guard, 0.1)
     assert board.reports == 1
+
+
+def test_a_report_streams_into_a_px_cell_while_it_runs(tmp_path, monkeypatch):
+    """On real ipyparallel engines: rank 0's report reaches the notebook while the
+    all_reduce still waits for rank 1 (busy in NumPy), and the cell then completes."""
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path))
+    cluster = Cluster(2, timeout=60, progress=False)
+    cluster.start()
+    try:
+        cell = cluster.view.execute(textwrap.dedent("""
+            import time
+            import numpy as np
+            import dpnb as nn
+            import dpnb.communicators as C
+            comm = C.MultiProcessCommunicator(nn.Context())
+            comm.init()
+            comm.stall_seconds = 0.5
+            x = np.full(3, comm.rank + 1.0, np.float32)
+            comm.barrier()
+            if comm.rank == 1:
+                a, end = np.ones((500, 500)), time.monotonic() + 6
+                while time.monotonic() < end:
+                    a = np.tanh(a @ a / 500)
+            comm.all_reduce(x)
+            """), block=False)
+        deadline = time.monotonic() + 60
+        while not cell.ready() and "waiting" not in cell.stdout[0] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        streamed, running = cell.stdout[0], not cell.ready()
+        cell.get(timeout=60)
+        assert running and re.fullmatch(
+            r"all_reduce #2 on 'world': waiting \d\.\d s for rank 1, which last entered "
+            r"barrier #1 \d\.\d s ago\n", streamed), (running, streamed)
+        assert cell.stdout[1] == ""
+        np.testing.assert_array_equal(np.array(cluster.view.pull("x", block=True)),
+                                      np.full((2, 3), 3.0, np.float32))
+    finally:
+        cluster.stop()
