@@ -4,8 +4,10 @@ functions in turns, on one process and as the slowest of two ranks."""
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -116,7 +118,8 @@ def test_a_rank_that_raises_is_reported():
 def test_a_hanging_run_is_stopped_at_its_timeout_with_nothing_left(n):
     timeout = 10 if n else 4
     start = time.monotonic()
-    run = run_script(n, SCRIPT, "hang", timeout=timeout)
+    token = f"run-{uuid.uuid4()}"  # an argument that tells this run's processes from others'
+    run = run_script(n, SCRIPT, "hang", token, timeout=timeout)
     assert timeout <= time.monotonic() - start < timeout + 15
     pids = [int(p) for p in re.findall(r"^RANK \d+ PID (\d+)$", run.output, re.M)]
     assert len(pids) == max(n, 1), run.output  # every rank was running when it was stopped
@@ -126,7 +129,7 @@ def test_a_hanging_run_is_stopped_at_its_timeout_with_nothing_left(n):
     assert not [p for p in pids if psutil.pid_exists(p)
                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert not [p.info for p in psutil.process_iter(["pid", "cmdline"])
-                if str(SCRIPT) in (p.info["cmdline"] or [])]
+                if token in (p.info["cmdline"] or [])]
     with pytest.raises(AssertionError, match=rf"timed out after {timeout} s"):
         assert_ranks_ok(run)
 
@@ -179,3 +182,24 @@ def test_time_in_turns_gives_the_slowest_ranks_time():
     assert_ranks_ok(run)
     times = re.findall(r"^RANK \d+ TIMES even=(\S+) uneven=(\S+)$", run.output, re.M)
     assert len(times) == 2 and times[0] == times[1]  # every rank gets the same medians
+
+
+def test_the_ranks_end_with_a_parent_killed_from_outside():
+    """SIGKILL leaves the parent no time to stop its run: the run ends all the same."""
+    parent = subprocess.Popen([sys.executable, "-c", "from dpnb.testing import run_script; "
+                               f"run_script(2, {str(SCRIPT)!r}, 'hang', timeout=120)"])
+    tree: list[psutil.Process] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        tree = psutil.Process(parent.pid).children(recursive=True)
+        if sum(p.cmdline()[:2] == [sys.executable, str(SCRIPT)] for p in tree) == 2:
+            break
+    else:
+        pytest.fail(f"the ranks did not start: {tree}")
+    parent.kill()
+    parent.wait()
+    _, alive = psutil.wait_procs(tree, timeout=15)
+    for p in alive:
+        p.kill()
+    assert not alive, f"left running after the parent was killed: {alive}"

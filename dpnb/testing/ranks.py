@@ -4,6 +4,7 @@ process it started at its timeout, and read each rank's report."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import os
 import re
@@ -18,6 +19,7 @@ from ..communicators import find_mpiexec
 from ..errors import DpnbError
 
 GRACE_SECONDS = 5.0  # between SIGTERM and SIGKILL when a run is stopped
+PR_SET_PDEATHSIG = 1  # Linux's prctl option: a signal for the process when its parent dies
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
@@ -89,7 +91,8 @@ class Ranks:
         self.started = time.monotonic()
         self.process = subprocess.Popen(self.command, env=child_env, stdout=pipe,
                                         stderr=subprocess.STDOUT if capture else None,
-                                        text=True, start_new_session=True)
+                                        text=True, start_new_session=True,
+                                        preexec_fn=_terminate_with_parent())
 
     def wait(self) -> RanksRun:
         """Wait for the run, stopping it at its timeout; how it ended."""
@@ -134,6 +137,16 @@ class Ranks:
         if self.process.poll() is None:
             self.stop()
             self.process.communicate()
+
+
+def _terminate_with_parent():
+    """Where Linux's prctl exists, what the child runs before exec so that it gets SIGTERM
+    when the thread that started it ends: mpiexec then ends its ranks, also when the
+    parent is killed from outside (a ``timeout``, a CI's cancel) and cannot stop them."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    return lambda: prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def run_ranks(n: int, command: Sequence[str], timeout: float = 60.0,

@@ -2,7 +2,8 @@
 
 ``fail``: rank 1 fails the check "the answer", the others pass;  ``raise``: rank
 1 raises ValueError outside any check;  ``hang``: every rank prints its process
-id, then sleeps far past any test's timeout;  ``time``: ``time_in_turns`` of two
+id, then sleeps far past any test's timeout (arguments after MODE are left alone,
+for a test to find its processes by);  ``time``: ``time_in_turns`` of two
 functions, one of which sleeps longer on rank 1, checked on every rank."""
 from __future__ import annotations
 
