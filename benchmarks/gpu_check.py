@@ -44,21 +44,15 @@ every rank), so that the stage must fail.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import datetime
 import functools
 import json
 import logging
-import os
-import signal
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -76,6 +70,7 @@ import dpnb.solvers as S  # noqa: E402
 from dpnb.context import array_module_of, require_cupy, to_module  # noqa: E402
 from dpnb.ext_utils import get_extension_context  # noqa: E402
 from dpnb.models import resnet23_prediction  # noqa: E402
+from dpnb.testing import Checks, rank_data, run_ranks, time_in_turns  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests"))
 from nnabla_cases import functions as harness  # noqa: E402  (the tests' function cases)
@@ -140,59 +135,26 @@ class Device:
         return self.xp.get_default_memory_pool().total_bytes() / MB
 
 
-class Checks:
-    """The checks of one stage on one rank: each a name, a verdict and what was found."""
+class StageChecks(Checks):
+    """The checks of one stage on one rank, with the stage's summary and numbers for the
+    JSON results; under --inject-failure the first reference compared is shifted."""
 
-    def __init__(self, inject: bool):
+    def __init__(self, rank: int, inject: bool):
+        super().__init__(rank)
         self.inject = inject
-        self.items: list[dict] = []
         self.numbers: dict = {}
         self.summary = ""
-        self.worst = 0.0
-        self.prefix = ""
 
-    def true(self, what: str, condition: bool, detail: str = "") -> bool:
-        self.items.append({"check": what, "ok": bool(condition), "detail": detail})
-        if not condition:
-            print(f"{self.prefix}FAIL: {what}{': ' + detail if detail else ''}", flush=True)
-        return bool(condition)
-
-    def close(self, what: str, got, expected, tol: float) -> bool:
-        """``got`` (on any device) equals ``expected`` (NumPy) in dtype and shape, and
-        within ``tol`` of the largest finite |expected| elementwise (equal infinities
-        and NaN where NaN is expected count as equal)."""
-        got, expected = to_module(got, np), np.asarray(expected)
+    def close(self, got, expected, what: str, tol: float | None = None,
+              relative: bool = True) -> bool:
+        """``Checks.close``, by default relative to the largest finite |expected|."""
         if self.inject:
-            expected, self.inject = expected + expected.dtype.type(1), False
-        if got.shape != expected.shape or got.dtype != expected.dtype:
-            return self.true(what, False, f"got {got.dtype}{list(got.shape)}, expected "
-                                          f"{expected.dtype}{list(expected.shape)}")
-        if expected.size == 0:
-            return self.true(what, True)
-        got64, expected64 = got.astype(np.float64), expected.astype(np.float64)
-        alike = (got64 == expected64) | (np.isnan(got64) & np.isnan(expected64))
-        finite = np.abs(expected64[np.isfinite(expected64)])
-        scale = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
-        with np.errstate(invalid="ignore"):  # inf - inf where ``alike`` already decided
-            error = float(np.where(alike, 0.0, np.abs(got64 - expected64)).max()) / scale
-        self.worst = max(self.worst, error) if np.isfinite(error) else float("inf")
-        return self.true(what, error <= tol, f"max |got - expected| / max |expected| = "
-                                             f"{error:.3g} (tolerance {tol:g})")
-
-    @contextlib.contextmanager
-    def guard(self, what: str) -> Iterator[None]:
-        """Record an exception inside the block as a failed check, and carry on."""
-        try:
-            yield
-        except Exception as e:  # noqa: BLE001 - a failure is a result of this script
-            traceback.print_exc()
-            self.true(what, False, f"raised {type(e).__name__}: {e}")
-
-    @property
-    def failed(self) -> list[dict]:
-        return [c for c in self.items if not c["ok"]]
+            expected, self.inject = np.asarray(expected), False
+            expected = expected + expected.dtype.type(1)
+        return super().close(got, expected, what, tol, relative)
 
     def result(self) -> dict:
+        """What the JSON results keep of this stage on this rank."""
         failed = self.failed
         if failed:
             first = failed[0]
@@ -212,7 +174,7 @@ class Run:
     stage: Stage
     dry_run: bool
     quick: bool
-    checks: Checks
+    checks: StageChecks
     world: object | None = None  # mpi4py's COMM_WORLD on the communicator stages
 
     @functools.cached_property
@@ -233,33 +195,6 @@ def host(array) -> np.ndarray:
     return np.array(to_module(array, np))
 
 
-def time_in_turns(fns: dict[str, Callable], reps: int, sync: Callable, world=None,
-                  warmup: int = 2) -> dict[str, float]:
-    """Median seconds of each function over ``reps`` turns after ``warmup`` turns, the
-    stream synchronised around each call; the functions run in turns (in the given
-    order) so that a passing load weighs on all alike.  With ``world``, each time is
-    the slowest rank's."""
-    if world is not None:
-        from mpi4py import MPI
-    for _ in range(warmup):
-        for fn in fns.values():
-            fn()
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(reps):
-        for name, fn in fns.items():
-            sync()
-            if world is not None:
-                world.Barrier()
-            start = time.perf_counter()
-            fn()
-            sync()
-            elapsed = time.perf_counter() - start
-            if world is not None:
-                elapsed = world.allreduce(elapsed, op=MPI.MAX)
-            times[name].append(elapsed)
-    return {name: statistics.median(t) for name, t in times.items()}
-
-
 def on_both(run: Run, what: str, compute: Callable[[], dict], tol: float) -> None:
     """Run ``compute()`` (named arrays out) under the device context and under the CPU
     context, each from no parameters and the same seed, and compare name by name."""
@@ -270,10 +205,10 @@ def on_both(run: Run, what: str, compute: Callable[[], dict], tol: float) -> Non
         with nn.context_scope(ctx):
             results.append({name: host(v) for name, v in compute().items()})
     got, expected = results
-    run.checks.true(f"{what}: same results on both", list(got) == list(expected),
+    run.checks.true(list(got) == list(expected), f"{what}: same results on both",
                     f"{sorted(set(got) ^ set(expected))}")
     for name in (name for name in expected if name in got):
-        run.checks.close(f"{what}: {name}", got[name], expected[name], tol)
+        run.checks.close(got[name], expected[name], f"{what}: {name}", tol)
 
 
 # -- environment --------------------------------------------------------------
@@ -324,10 +259,10 @@ def environment(run: Run) -> None:
         print(f"  {key:<15} {value}", flush=True)
     run.checks.numbers = info
     if run.dry_run:
-        run.checks.true("dry run: NumPy stands in for CuPy", run.device.xp is np)
+        run.checks.true(run.device.xp is np, "dry run: NumPy stands in for CuPy")
         run.checks.summary = "CPU dry run (2 stand-in GPUs)"
         return
-    run.checks.true("CuPy sees a GPU", info["gpus"] >= 1,
+    run.checks.true(info["gpus"] >= 1, "CuPy sees a GPU",
                     info.get("cuda_error", f"CuPy: {info['cupy']}"))
     names = ", ".join(info.get("gpu_names", []))
     run.checks.summary = (f"{info['gpus']} GPU(s) ({names}); CuPy {info['cupy']}, CUDA "
@@ -413,7 +348,7 @@ def functions(run: Run) -> None:
     unrecorded = unrecorded_cases()
     called = harness.called_functions(HARNESS_LIB, [case for _, case in cases])
     missing = sorted(set(public_functions()) - called - set(unrecorded))
-    run.checks.true("every public F function is called here", not missing,
+    run.checks.true(not missing, "every public F function is called here",
                     f"add cases for {missing} to tests/nnabla_cases/functions_*.py, or to "
                     "unrecorded_cases() where nnabla's values cannot be recorded")
     for family, case in cases:
@@ -535,25 +470,21 @@ def save_load(run: Run) -> None:
                         p.data.zero()
                 nn.load_parameters(path)
                 loaded = nn.get_parameters(grad_only=False)
-            run.checks.true(f"{label}: the same names in the same order",
-                            list(loaded) == list(saved), f"{list(loaded)} vs {list(saved)}")
+            run.checks.true(list(loaded) == list(saved),
+                            f"{label}: the same names in the same order",
+                            f"{list(loaded)} vs {list(saved)}")
             for name, (value, need_grad) in saved.items():
                 p = loaded.get(name)
-                if not run.checks.true(f"{label}: {name} loaded", p is not None):
+                if not run.checks.true(p is not None, f"{label}: {name} loaded"):
                     continue
-                run.checks.close(f"{label}: {name} bit for bit", p.d, value, tol=0)
-                run.checks.true(f"{label}: {name} need_grad", p.need_grad == need_grad)
-                run.checks.true(f"{label}: {name} on the context's device",
-                                array_module_of(p.d) is target.xp)
+                run.checks.close(p.d, value, f"{label}: {name} bit for bit", tol=0)
+                run.checks.true(p.need_grad == need_grad, f"{label}: {name} need_grad")
+                run.checks.true(array_module_of(p.d) is target.xp,
+                                f"{label}: {name} on the context's device")
     run.checks.summary = f"{len(saved)} parameters, 3 ways back, {len(run.checks.items)} checks"
 
 
 # -- communicator ---------------------------------------------------------------
-
-def rank_data(rank: int, case: int, shape) -> np.ndarray:
-    """What rank ``rank`` contributes to case ``case``; every rank can rebuild any rank's."""
-    return np.random.RandomState(1000 * case + rank).standard_normal(shape).astype(np.float32)
-
 
 def summed(n: int, case: int, shape, division: bool) -> np.ndarray:
     """The NumPy reference: the sum (or mean) over ``n`` ranks of their case data."""
@@ -580,9 +511,7 @@ def open_communicator(run: Run, nccl: bool) -> tuple[C.MultiProcessCommunicator,
     comm = C.MultiProcessCommunicator(run.device.context())
     comm.use_nccl = nccl
     comm.init()
-    ctx = comm.ctx
-    run.checks.prefix = f"RANK {comm.rank} "
-    return comm, ctx
+    return comm, comm.ctx
 
 
 def collectives(run: Run, nccl: bool) -> None:
@@ -592,7 +521,7 @@ def collectives(run: Run, nccl: bool) -> None:
     n, r, ok = comm.size, comm.rank, run.checks
     if nccl and not run.dry_run:
         from dpnb.communicators.nccl import nccl_module
-        ok.true("NCCL is available to CuPy (cupy.cuda.nccl)", nccl_module() is not None)
+        ok.true(nccl_module() is not None, "NCCL is available to CuPy (cupy.cuda.nccl)")
     shapes = [(3, 4), (20000,), (5,), (16, 8)]
     with nn.context_scope(ctx):
         xp = ctx.xp
@@ -604,39 +533,39 @@ def collectives(run: Run, nccl: bool) -> None:
                 before = comm.collectives_issued
                 comm.all_reduce([p.grad for p in params], division=division)
                 if nccl:
-                    ok.true(f"flat-storage gradients in one collective, division={division}",
-                            comm.collectives_issued - before == 1,
+                    ok.true(comm.collectives_issued - before == 1,
+                            f"flat-storage gradients in one collective, division={division}",
                             f"{comm.collectives_issued - before} collectives")
                 for i, p in enumerate(params):
-                    ok.close(f"all_reduce flat-storage gradient {i}, division={division}",
-                             p.g, summed(n, i, p.shape, division), tol=1e-6)
+                    ok.close(p.g, summed(n, i, p.shape, division),
+                             f"all_reduce flat-storage gradient {i}, division={division}", 1e-6)
             with ok.guard(f"all_reduce of separate arrays, division={division}"):
                 arrays = [xp.asarray(rank_data(r, 10 + i, s)) for i, s in enumerate(shapes)]
                 comm.all_reduce(arrays, division=division)
                 for i, (a, s) in enumerate(zip(arrays, shapes)):
-                    ok.close(f"all_reduce separate array {i}, division={division}", a,
-                             summed(n, 10 + i, s, division), tol=1e-6)
+                    ok.close(a, summed(n, 10 + i, s, division),
+                             f"all_reduce separate array {i}, division={division}", 1e-6)
         with ok.guard("bcast"):
             arrays = [xp.asarray(rank_data(r, 20 + i, s)) for i, s in enumerate(shapes)]
             comm.bcast(arrays, src=n - 1)
             for i, (a, s) in enumerate(zip(arrays, shapes)):
-                ok.close(f"bcast array {i} from rank {n - 1}", a, rank_data(n - 1, 20 + i, s), 0)
+                ok.close(a, rank_data(n - 1, 20 + i, s), f"bcast array {i} from rank {n - 1}", 0)
         with ok.guard("all_gather"):
             gathered = [xp.zeros((6, 5), np.float32) for _ in range(n)]
             comm.all_gather(xp.asarray(rank_data(r, 30, (6, 5))), gathered)
             for k, a in enumerate(gathered):
-                ok.close(f"all_gather part of rank {k}", a, rank_data(k, 30, (6, 5)), 0)
+                ok.close(a, rank_data(k, 30, (6, 5)), f"all_gather part of rank {k}", 0)
         for division in (False, True):
             with ok.guard(f"reduce_scatter, division={division}"):
                 target = xp.zeros(7, np.float32)
                 comm.reduce_scatter([xp.asarray(rank_data(r, 40 + k, 7)) for k in range(n)],
                                     target, division=division)
-                ok.close(f"reduce_scatter, division={division}", target,
-                         summed(n, 40 + r, 7, division), tol=1e-6)
+                ok.close(target, summed(n, 40 + r, 7, division),
+                         f"reduce_scatter, division={division}", 1e-6)
     staged = any("host memory" in m for m in counter.messages)
     expect_staged = not nccl and not run.dry_run
-    ok.true("GPU arrays went through host memory" if expect_staged else
-            "no GPU array went through host memory", staged == expect_staged,
+    ok.true(staged == expect_staged, "GPU arrays went through host memory" if expect_staged
+            else "no GPU array went through host memory",
             f"communicator warnings: {counter.messages}")
     path = "MPI (dry run)" if run.dry_run else "NCCL" if nccl else "host-staged MPI"
     ok.summary = f"{n} rank(s) over {path}, {len(ok.items)} checks"
@@ -665,9 +594,9 @@ def time_resnet23(run: Run) -> None:
             for phase in phases.values():
                 phase()
 
-        whole = time_in_turns({"step": step}, reps, device.sync)["step"]
-        parts = time_in_turns(phases, reps, device.sync)
-        run.checks.true("the loss stays finite", bool(np.isfinite(host(loss.d)).all()),
+        whole = time_in_turns({"step": step}, reps, sync=device.sync)["step"]
+        parts = time_in_turns(phases, reps, sync=device.sync)
+        run.checks.true(np.isfinite(host(loss.d)).all(), "the loss stays finite",
                         f"loss {host(loss.d)}")
     numbers = {"nmaps": nmaps, "batch": batch, "reps": reps, "step_ms": 1e3 * whole,
                "images_per_s": batch / whole, "gpu_memory_mib": device.memory_mib()}
@@ -704,7 +633,7 @@ def time_allreduce(run: Run, nccl: bool) -> None:
             src, dst = xp.ones_like(data), xp.empty_like(data)
             t = time_in_turns({"all_reduce": functools.partial(comm.all_reduce, data),
                                "copy": functools.partial(xp.copyto, dst, src)},
-                              reps, device.sync, run.world, warmup=3)
+                              reps, warmup=3, sync=device.sync, world=run.world)
             algbw = nbytes / t["all_reduce"] / 1e9
             row = {"bytes": nbytes, "reps": reps, "all_reduce_s": t["all_reduce"],
                    "algbw_gbps": algbw, "busbw_gbps": algbw * 2 * (n - 1) / n,
@@ -716,7 +645,7 @@ def time_allreduce(run: Run, nccl: bool) -> None:
         with ok.guard("all_reduce result after the sweep"):
             mine = xp.asarray(rank_data(comm.rank, 50, 1000))
             comm.all_reduce(mine)
-            ok.close("all_reduce result", mine, summed(n, 50, 1000, False), tol=1e-6)
+            ok.close(mine, summed(n, 50, 1000, False), "all_reduce result", 1e-6)
     ok.numbers = {"ranks": n, "path": "NCCL" if nccl else "host-staged", "sweep": rows}
     top = rows[-1]
     ok.summary = (f"{n} rank(s), {top['bytes'] // MB} MB: algbw {top['algbw_gbps']:.1f} GB/s, "
@@ -750,8 +679,9 @@ def stage_main(args: argparse.Namespace) -> int:
     if stage.ranks:
         from mpi4py import MPI
         world = MPI.COMM_WORLD
-    run = Run(stage, args.cpu_dry_run, args.quick, Checks(args.inject_failure == stage.name),
-              world)
+    rank = 0 if world is None else world.Get_rank()
+    run = Run(stage, args.cpu_dry_run, args.quick,
+              StageChecks(rank, args.inject_failure == stage.name), world)
     with run.checks.guard(f"stage {stage.name}"):
         STAGE_FUNCTIONS[stage.name](run)
     result = run.checks.result()
@@ -765,8 +695,7 @@ def stage_main(args: argparse.Namespace) -> int:
                 result["ok"] = False
                 result["summary"] = (f"ranks {failed} failed; rank {failed[0]}: "
                                      f"{ranks[failed[0]]['summary']}")
-        if not run.checks.failed:
-            print(f"RANK {run.rank} OK {len(run.checks.items)} checks", flush=True)
+    run.checks.report()
     if run.rank == 0:
         Path(args.result_file).write_text(json.dumps(result, default=float))
     return 0 if result["ok"] else 1
@@ -774,18 +703,8 @@ def stage_main(args: argparse.Namespace) -> int:
 
 # -- the whole run --------------------------------------------------------------------
 
-def stop(process: subprocess.Popen) -> None:
-    """End ``process`` and its group (mpiexec and its ranks): politely, then by force."""
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-
-
 def launch(stage: Stage, args: argparse.Namespace, timeout: float) -> dict:
-    """Run ``stage`` in a process (group) of its own, killed after ``timeout`` seconds."""
+    """Run ``stage`` in a process (or MPI job) of its own, stopped after ``timeout`` seconds."""
     with tempfile.TemporaryDirectory() as tmp:
         result_file = Path(tmp) / "result.json"
         command = [sys.executable, __file__, "--stage", stage.name,
@@ -793,32 +712,20 @@ def launch(stage: Stage, args: argparse.Namespace, timeout: float) -> dict:
         command += ["--cpu-dry-run"] * args.cpu_dry_run + ["--quick"] * args.quick
         if args.inject_failure:
             command += ["--inject-failure", args.inject_failure]
-        if stage.ranks:
-            try:
-                command = [C.find_mpiexec(), "-n", str(stage.ranks)] + command
-            except nn.DpnbError as e:
-                return {"ok": False, "summary": str(e), "checks": [], "numbers": {}}
-        env = dict(os.environ)
-        env.setdefault("DPNB_COMM_TIMEOUT", "60")  # a rank left waiting fails inside the limit
-        process = subprocess.Popen(command, env=env, start_new_session=True)
         try:
-            status = process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            status = None
-        finally:
-            if process.poll() is None:
-                stop(process)
-        if status is None:
-            return {"ok": False, "summary": f"timed out after {timeout:g} s (the stage's "
-                    "limit, or what was left of --budget); its output is above",
-                    "checks": [], "numbers": {}}
+            run = run_ranks(stage.ranks, command, timeout, capture=False)
+        except nn.DpnbError as e:  # no mpiexec
+            return {"ok": False, "summary": str(e), "checks": [], "numbers": {}}
+        if run.timed_out:
+            return {"ok": False, "summary": f"{run.ending}, the stage's limit or what was left "
+                    "of --budget; its output is above", "checks": [], "numbers": {}}
         if not result_file.exists():
-            return {"ok": False, "summary": f"exited with status {status} before writing a "
-                    "result; its output is above", "checks": [], "numbers": {}}
+            return {"ok": False, "summary": f"{run.ending} before writing a result; its output "
+                    "is above", "checks": [], "numbers": {}}
         result = json.loads(result_file.read_text())
-    if status != 0 and result["ok"]:
+    if run.returncode != 0 and result["ok"]:
         result["ok"] = False
-        result["summary"] = f"exited with status {status} (a rank failed); its output is above"
+        result["summary"] = f"{run.ending} (a rank failed); its output is above"
     return result
 
 
