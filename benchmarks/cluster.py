@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 
 import ipyparallel as ipp
-from timing import median_seconds
 
 import dpnb
 from dpnb.cluster import Cluster
 from dpnb.communicators.mpiexec import find_mpiexec
+from dpnb.testing import median_seconds
 
 N = 2
 GRADIENT_BYTES = 100 * 2**20

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from timing import median_seconds
+from dpnb.testing import median_seconds
 
 RESULT = Path(__file__).resolve().parent / "results" / "fileio.json"
 FORMATS = (".npz", ".h5", ".protobuf")

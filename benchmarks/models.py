@@ -17,7 +17,9 @@ import json
 import statistics
 from pathlib import Path
 
-from timing import dpnb_adam_step_seconds, median_seconds, run_worker, torch_installed
+from timing import dpnb_adam_step_seconds, run_worker, torch_installed
+
+from dpnb.testing import median_seconds
 
 STEPS_T, BATCH = 32, 16
 VOCAB, EMBED, HIDDEN, LSTM_LAYERS = 2000, 128, 256, 2

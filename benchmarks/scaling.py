@@ -21,19 +21,20 @@ Results go to benchmarks/results/scaling.json."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from timing import ONE_THREAD
+from dpnb.testing import ONE_THREAD, Ranks
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "examples" / "cifar10" / "multi_device_multi_process_classification.py"
 RESULTS = ROOT / "benchmarks" / "results" / "scaling.json"
+RUN_TIMEOUT = 1800  # seconds for one run of the example
 
 CONFIGS = {"one_rank": "1 rank", "independent": "{n} x 1 rank, independent",
            "n_ranks": "{n} ranks, all_reduce after backward",
@@ -46,18 +47,13 @@ RUNS = {"one_rank": lambda n: [(1, [])], "independent": lambda n: [(1, [])] * n,
         "n_ranks_sync_bn": lambda n: [(n, ["--sync-bn"])]}
 
 
-def start(ranks: int, monitor: str, options: list[str], args) -> tuple[subprocess.Popen, list]:
+def start(ranks: int, monitor: str, options: list[str], args) -> Ranks:
     """Start one run of the example on ``ranks`` ranks, writing under ``monitor``."""
-    from dpnb.communicators import find_mpiexec
-
-    command = [find_mpiexec(), "-n", str(ranks), sys.executable, str(SCRIPT),
+    command = [sys.executable, str(SCRIPT),
                "--dataset", "synthetic", "-b", str(args.batch_size), "--nmaps", str(args.nmaps),
                "-i", str(args.iters), "-m", str(args.row), "-v", str(10 * args.iters),
                "-s", str(10 * args.iters), "-e", "0", "-o", monitor, "--no-progress"]
-    command += options
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, env=dict(os.environ, **ONE_THREAD))
-    return process, command
+    return Ranks(ranks, command + options, timeout=RUN_TIMEOUT, env=ONE_THREAD)
 
 
 def measure(config: str, args) -> float:
@@ -65,12 +61,13 @@ def measure(config: str, args) -> float:
     runs = RUNS[config](args.ranks)
     with tempfile.TemporaryDirectory() as tmp:
         monitors = [os.path.join(tmp, str(i)) for i in range(len(runs))]
-        started = [start(ranks, monitor, options, args)
-                   for (ranks, options), monitor in zip(runs, monitors)]
-        for process, command in started:
-            output, _ = process.communicate(timeout=1800)
-            if process.returncode != 0:
-                sys.exit(f"{' '.join(command)} failed:\n{output}")
+        with contextlib.ExitStack() as running:  # all stopped if one fails
+            started = [running.enter_context(start(ranks, monitor, options, args))
+                       for (ranks, options), monitor in zip(runs, monitors)]
+            for ranks in started:
+                run = ranks.wait()
+                if run.returncode != 0:
+                    sys.exit(f"{' '.join(run.command)} {run.ending}:\n{run.output}")
         total = 0.0
         for monitor in monitors:
             with open(os.path.join(monitor, "train.jsonl")) as f:

@@ -16,10 +16,10 @@ import platform
 from pathlib import Path
 
 import numpy as np
-from timing import median_seconds
 
 import dpnb as nn
 import dpnb.solvers as S
+from dpnb.testing import median_seconds
 
 REPEATS = 30
 WARMUP = 3

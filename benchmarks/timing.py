@@ -1,33 +1,14 @@
-"""Timing shared by the benchmark scripts: warm up, then time each call."""
+"""What the training benchmarks share beyond dpnb.testing's timing: whether PyTorch,
+their reference, is installed, a fresh worker process per framework, and the time of
+dpnb's Adam training step."""
 from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 
-
-def timings(fn: Callable[[], object], repeats: int, warmup: int = 1) -> list[float]:
-    """Seconds taken by each of ``repeats`` calls of ``fn``, after ``warmup`` untimed ones."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return times
-
-
-def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
-    """The median of ``timings``: robust to the noise of a shared machine."""
-    return statistics.median(timings(fn, repeats, warmup))
-
-
-ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+from dpnb.testing import ONE_THREAD, median_seconds
 
 
 def torch_installed() -> bool:

@@ -16,7 +16,9 @@ import resource
 import statistics
 from pathlib import Path
 
-from timing import dpnb_adam_step_seconds, median_seconds, run_worker, torch_installed
+from timing import dpnb_adam_step_seconds, run_worker, torch_installed
+
+from dpnb.testing import median_seconds
 
 BATCH, NMAPS, NCLS = 64, 64, 10
 

@@ -13,6 +13,7 @@ alternately; the table shows the medians of the per-run median step times.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -20,12 +21,21 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
-from timing import median_seconds
-
-ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 DEFAULT_NNABLA_PYTHON = "/root/nnvenv/bin/python"
-RESULT = Path(__file__).resolve().parent / "results" / "tutorial_step.json"
+ROOT = Path(__file__).resolve().parents[1]
+RESULT = ROOT / "benchmarks" / "results" / "tutorial_step.json"
+
+
+def dpnb_timing() -> ModuleType:
+    """dpnb.testing's timing module, loaded from its file alone: the Python that runs
+    nnabla's worker cannot import the dpnb package."""
+    spec = importlib.util.spec_from_file_location("dpnb_testing_timing",
+                                                  ROOT / "dpnb" / "testing" / "timing.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def worker(framework: str, steps: int) -> dict:
@@ -64,11 +74,14 @@ def worker(framework: str, steps: int) -> dict:
         solver.update()
 
     version = getattr(nn, "__version__", None)
-    return {"step_s": median_seconds(step, steps, warmup=20), "loss": float(loss.d),
+    return {"step_s": dpnb_timing().median_seconds(step, steps, warmup=20), "loss": float(loss.d),
             "version": version}
 
 
 def run_worker(python: str, framework: str, steps: int) -> dict:
+    """Time the step of ``framework`` in a fresh one-thread process of ``python``."""
+    from dpnb.testing import ONE_THREAD
+
     cmd = [python, __file__, "--worker", framework, "--steps", str(steps)]
     out = subprocess.run(cmd, env={**os.environ, **ONE_THREAD}, capture_output=True, text=True)
     if out.returncode != 0:
