@@ -197,11 +197,11 @@ class Exchange:
         collective starts with the check, so that none completes before every rank of
         its group has entered it).  Any failure marks the communicator broken: the
         request stays posted."""
-        guard = self.guard
         try:
             for _ in range(QUICK_TESTS):
                 if request.Test():
                     return
+            guard = self.guard
             board = guard.board if self.check_agreement else None
             guard.wait_until(Watch(request, board, self.groups, what), what, [request])
         except BaseException as e:  # noqa: BLE001 - any failure leaves the request posted
