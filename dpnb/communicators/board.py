@@ -34,6 +34,7 @@ TABLE = 4                 # then rows of (group hash, collectives entered in it)
 ROWS = 30                 # the last row is shared by the groups beyond the others
 SLOT_WORDS = TABLE + 2 * ROWS  # 64 words, 512 bytes per rank
 REMOTE_PATIENCE = 0.1     # seconds a read waits for the slots of ranks on other hosts
+REMOTE_FRESH = 1.0        # seconds after its start a remote read's result is still used
 _CODES = {name: code << 8 for code, name in enumerate(OPERATIONS, 1)}  # 0: nothing entered yet
 _monotonic = time.monotonic
 
@@ -98,7 +99,7 @@ class Board:
         self._positions: dict[str, int] = {}  # group name -> the word counting its collectives
         self._lent: dict[int, int] = {}  # group hash -> count, of groups waiting for the last row
         self._remote = None
-        self._reads: dict[int, tuple] = {}  # world rank -> (request, buffer) of a read under way
+        self._reads: dict[int, tuple] = {}  # world rank -> (request, buffer, start) of a read
         if local.Get_size() < world.Get_size():
             self._remote = MPI.Win.Create(mine, 8, comm=world)
             self._remote.Lock_all(MPI.MODE_NOCHECK)
@@ -132,7 +133,9 @@ class Board:
     def entries(self, ranks: Iterable[int],
                 patience: float = REMOTE_PATIENCE) -> dict[int, Entry]:
         """The entries of world ``ranks``, by rank: those on this host at once,
-        those on other hosts waiting at most ``patience`` seconds in all."""
+        those on other hosts waiting at most ``patience`` seconds in all (a read
+        left by an earlier call is used where it started ``REMOTE_FRESH`` seconds
+        ago at most, else made again)."""
         ranks = list(ranks)
         found = {r: self._decode(r, self._snapshot(self._local[r]), True)
                  for r in ranks if r in self._local}
@@ -142,13 +145,14 @@ class Board:
             for r in remote:
                 if r not in self._reads:
                     buffer = np.empty(SLOT_WORDS, np.int64)
-                    self._reads[r] = (self._remote.Rget(buffer, r), buffer)
+                    self._reads[r] = (self._remote.Rget(buffer, r), buffer, _monotonic())
             for r in list(remote):
-                request, buffer = self._reads[r]
+                request, buffer, start = self._reads[r]
                 if request.Test():
-                    del self._reads[r]
-                    found[r] = self._decode(r, buffer, False)
-                    remote.remove(r)
+                    del self._reads[r]  # a result from long ago is read again
+                    if start > _monotonic() - REMOTE_FRESH:
+                        found[r] = self._decode(r, buffer, False)
+                        remote.remove(r)
             if not remote or _monotonic() > deadline:
                 break
             time.sleep(1e-3)

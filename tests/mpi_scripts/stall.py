@@ -26,7 +26,7 @@ from mpi4py import MPI
 
 import dpnb as nn
 import dpnb.communicators as C
-from dpnb.communicators.board import Board
+from dpnb.communicators.board import REMOTE_FRESH, Board
 from dpnb.communicators.exchange import Group
 from dpnb.communicators.wait import stall_report
 from dpnb.testing import Checks, guarded
@@ -243,6 +243,16 @@ def remote(ok: Checks) -> None:
         other = board.entry(1, patience=5.0)
         ok.true(other.reachable and other.sequence == 4 and other.ago > BUSY - 0.5,
                 "remote: read again once the rank is in MPI", f"{other}")
+        board.entry(1, patience=0.0)  # a read left posted, served while rank 1 waits below
+        time.sleep(REMOTE_FRESH + 0.2)
+    world.Barrier()
+    if r == 1:
+        board.publish("all_reduce", world_group)
+    world.Barrier()
+    if r == 0:
+        other = board.entry(1, patience=5.0)
+        ok.true(other.reachable and other.sequence == 5,
+                "remote: a read left from long ago is made again", f"{other}")
     world.Barrier()
     board.free()
 
