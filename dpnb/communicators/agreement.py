@@ -152,31 +152,45 @@ def gather(group, value, wait, what) -> list:
     return [pickle.loads(received[o:o + n]) for o, n in zip(offsets, sizes)]
 
 
-def _rank_name(group, rank: int) -> str:
-    """Group rank ``rank``, with its world rank where they differ."""
-    world_rank = group.ranks[rank]
-    return f"rank {rank}" if world_rank == rank else f"rank {rank} (world rank {world_rank})"
+def _ranks_name(group, ranks: list[int]) -> str:
+    """Group ``ranks`` ("rank 1", "ranks 0, 2"), with their world ranks where they differ."""
+    shown = ", ".join(str(r) for r in ranks)
+    world = [group.ranks[r] for r in ranks]
+    where = "" if world == ranks else (f" (world rank{'s' if len(ranks) > 1 else ''} "
+                                       f"{', '.join(str(r) for r in world)})")
+    return f"rank{'s' if len(ranks) > 1 else ''} {shown}{where}"
+
+
+def _by_text(refused: list[tuple[int, str]]) -> list[tuple[list[int], str]]:
+    """The refusing ranks grouped by their error text, in rank order of first appearance."""
+    texts: dict[str, list[int]] = {}
+    for rank, text in refused:
+        texts.setdefault(text, []).append(rank)
+    return [(ranks, text) for text, ranks in texts.items()]
 
 
 def _refusal_message(group, descriptions: list[dict]) -> str:
     """The error of every rank where some refused their arguments: the refusing rank
-    leads with its own error, the others with who refused and why."""
+    leads with its own error, the others with who refused and why (ranks that gave
+    the same error named together)."""
     refused = [(r, d["refusal"]) for r, d in enumerate(descriptions) if d["refusal"]]
     operation = descriptions[refused[0][0]]["operation"]
     mine = descriptions[group.rank]["refusal"]
-    others = [(r, text) for r, text in refused if r != group.rank]
     if mine:
-        told = (f"(this rank, {_rank_name(group, group.rank)} of group {group.name!r}, told "
+        others = [(r, text) for r, text in refused if r != group.rank]
+        told = (f"(this rank, {_ranks_name(group, [group.rank])} of group {group.name!r}, told "
                 "the other ranks of the group, which raise RankArgumentError too: nothing was "
                 "sent and the communicator is still usable)")
-        lines = [mine, told] + [f"  {_rank_name(group, r)} refused its arguments too: {text}"
-                                for r, text in others]
+        lines = [mine, told] + [
+            f"  {_ranks_name(group, ranks)} refused {'its' if len(ranks) == 1 else 'their'} "
+            f"arguments too: {text}" for ranks, text in _by_text(others)]
         return "\n".join(lines)
-    who = ", ".join(_rank_name(group, r) for r, _ in refused)
+    who = _ranks_name(group, [r for r, _ in refused])
     head = (f"{operation} on group {group.name!r}: {who} refused "
             f"{'its' if len(refused) == 1 else 'their'} own arguments, so no rank sent anything "
             "(every rank of the group raises this error; the communicator is still usable):")
-    return "\n".join([head] + [f"  {_rank_name(group, r)}: {text}" for r, text in refused])
+    return "\n".join([head] + [f"  {_ranks_name(group, ranks)}: {text}"
+                               for ranks, text in _by_text(refused)])
 
 
 def _mismatch_message(group, differing: list[str], descriptions: list[dict]) -> str:

@@ -112,11 +112,20 @@ def check_arguments(comm, ok: Checks) -> None:
     if n == 3:
         calls = {1: lambda: comm.all_reduce([]), 2: lambda: comm.all_reduce(np.ones((2, 2)).T),
                  0: lambda: comm.all_reduce(np.ones(4))}
-        patterns = {0: r"rank 1, rank 2 refused their own arguments.*empty list.*C-contiguous",
+        patterns = {0: r"ranks 1, 2 refused their own arguments.*empty list.*C-contiguous",
                     1: r"empty list.*told the other ranks.*rank 2 refused its arguments too",
                     2: r"C-contiguous.*told the other ranks.*rank 1 refused its arguments too"}
         timed(ok, C.RankArgumentError, patterns[r], calls[r], "two ranks refuse")
         still_usable(comm, ok, "two ranks refuse")
+    # every rank refuses alike: the others named together
+    others = [k for k in range(n) if k != r]
+    who = f"rank {others[0]} refused its" if n == 2 else (
+        f"ranks {', '.join(map(str, others))} refused their")
+    error = timed(ok, C.RankArgumentError, rf"empty list.*told the other ranks.*\n  {who} "
+                  r"arguments too: all_reduce: data is an empty list", lambda: comm.all_reduce([]),
+                  "every rank refuses")
+    ok.true(error is not None and str(error).count("empty list") == 2,
+            "every rank refuses: one line for the others", repr(str(error)))
     # on a group: the ranks named with their world ranks
     comm.new_group(("top", list(range(1, n))))
     if r >= 1:  # world rank 1, group rank 0, passes a src outside the group
