@@ -4,18 +4,15 @@ files and checkpoints appear, and bad settings fail on every rank before trainin
 and the docstring's digits command, with its defaults, learns digits to >= 97 %."""
 import ast
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 
-import dpnb.communicators as C
+from dpnb.testing import run_script
 
 SCRIPT = (Path(__file__).resolve().parents[1] / "examples" / "cifar10"
           / "multi_device_multi_process_classification.py")
@@ -24,17 +21,13 @@ TINY = ["--dataset", "synthetic", "-b", "4", "--nmaps", "4", "-e", "0.1", "-v", 
 
 
 def run_example(n: int, monitor, *args: str, expect_ok: bool = True, timeout: float = 60) -> str:
-    env = dict(os.environ, DPNB_COMM_TIMEOUT="30", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    result = subprocess.run([C.find_mpiexec(), "-n", str(n), sys.executable, str(SCRIPT),
-                             "-o", str(monitor), *args],
-                            capture_output=True, text=True, timeout=timeout, env=env)
-    output = result.stdout + result.stderr
+    run = run_script(n, SCRIPT, "-o", str(monitor), *args, timeout=timeout)
     if expect_ok:
-        assert result.returncode == 0, f"exit status {result.returncode}:\n{output}"
+        assert run.returncode == 0, f"{run.ending}:\n{run.output}"
     else:
-        assert result.returncode != 0, output
-        assert "Traceback" not in output, output
-    return output
+        assert run.returncode not in (0, None), f"{run.ending}:\n{run.output}"
+        assert "Traceback" not in run.output, run.output
+    return run.output
 
 
 def load(path) -> dict:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import dpnb.communicators as C
+from dpnb.testing import ONE_THREAD, run_ranks
 
 HERE = Path(__file__).resolve().parent
 PROGRAM = HERE / "nnabla_programs" / "classification.py"
@@ -19,18 +19,14 @@ IMAGE_PROGRAM = HERE / "nnabla_programs" / "image_classification.py"
 RECORDED = HERE / "fixtures" / "nnabla" / "programs"
 DPNB = os.path.join(os.path.dirname(sys.executable), "dpnb")
 NNABLA = json.loads((HERE / "fixtures" / "nnabla" / "programs.json").read_text())
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
 def run_program(tmp_path, *args: str, ranks: int = 1) -> list[dict]:
     """Run the program through ``dpnb run`` (under mpiexec for several ranks); per-rank results."""
-    env = dict(os.environ, **ONE_THREAD, DPNB_COMM_TIMEOUT="30")
     command = [DPNB, "run", str(PROGRAM), "--result", str(tmp_path), "-o",
                str(tmp_path / "monitor"), *args]
-    if ranks > 1:
-        command = [C.find_mpiexec(), "-n", str(ranks)] + command
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
-    assert result.returncode == 0, result.stdout + result.stderr
+    run = run_ranks(ranks if ranks > 1 else 0, command, timeout=120, env=ONE_THREAD)
+    assert run.returncode == 0, f"{run.ending}:\n{run.output}"
     results = []
     for rank in range(ranks):
         record = json.loads((tmp_path / f"rank{rank}.json").read_text())
