@@ -12,8 +12,10 @@ descriptions gathered (with pickle, on this error path only, through the same
 bounded, interruptible waits).
 
 A rank whose own arguments fail their checks still takes part: its row says
-so (``refuse``), and every rank of the group raises ``RankArgumentError``
-naming it and its error, before anything is sent, instead of waiting for it."""
+so (a ``refusal`` call), and every rank of the group raises
+``RankArgumentError`` naming it and its error, before anything is sent,
+instead of waiting for it.  ``new_group`` is agreed on the same way, its name
+and ranks in ``Call.arguments``."""
 from __future__ import annotations
 
 import dataclasses
