@@ -2,10 +2,12 @@
 communicator, one process per device, over MPI (mpi4py) and, for GPU arrays
 in a GPU context, NCCL.
 
-Every collective first checks its arguments here, then goes through the
-communicator's ``Exchange`` (exchange.py): a cached plan (plan.py), the
-agreement check with the other ranks (agreement.py), a transport (mpi.py or
-nccl.py) and the guard that waits interruptibly with a timeout (wait.py).  A
+Every collective first checks its arguments here (a rank whose check fails
+tells the others through the agreement check, so that all raise), then goes
+through the communicator's ``Exchange`` (exchange.py): a cached plan (plan.py),
+the agreement check with the other ranks (agreement.py; ranks stuck in
+different groups: standoff.py), a transport (mpi.py or nccl.py) and the guard
+that waits interruptibly with a timeout (wait.py).  A
 collective that times out or is interrupted leaves the ranks out of step, so
 the communicator is then marked broken and refuses further use.  Gradients
 have one owner, the reducer (reducer.py)."""
