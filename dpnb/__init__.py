@@ -26,7 +26,7 @@ _LAZY = {"start": "dpnb.cluster", "Cluster": "dpnb.cluster", "gather": "dpnb.not
          "gather_grads": "dpnb.notebook", "compare": "dpnb.notebook",
          "check_sync": "dpnb.notebook", "where": "dpnb.notebook",
          "load_ipython_extension": "dpnb.notebook",
-         "use_as_nnabla": "dpnb.nnabla_alias"}
+         "use_as_nnabla": "dpnb.nnabla_alias", "TrainingState": "dpnb.cluster.training_state"}
 # Submodules that nnabla programs reach as attributes of the package after a bare
 # `import nnabla` (nn.solver.Solver, nn.logger.logger ...), imported on first use.
 _SUBMODULES = ("communicators", "ext_utils", "initializer", "logger", "monitor",

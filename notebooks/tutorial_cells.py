@@ -531,6 +531,130 @@ for step in range(10):
 dpnb.check_sync()
 """, None),
 ("md", r"""
+## Resume after an engine dies
+
+An engine that dies (out of memory, a crash in native code, a lost host) takes the whole
+MPI job with it, and a plain `cluster.restart()` gives fresh engines with empty namespaces.
+Two things let a restart keep the session instead:
+
+- dpnb keeps a journal of the `%%px` cells that ran successfully, in order
+  (`cluster.journal`, or `%dpnb journal`; entries can be removed or edited).
+- `state = dpnb.TrainingState(solver=solver, step=0)` names the training state, and
+  `state.commit()` writes it every few steps on every rank: parameters, solver states,
+  random-generator states and the counters (`state.step`), into the cluster's state
+  directory, which outlives the engines. A commit counts only once every rank has written
+  its part.
+
+`cluster.restart(resume=True)` (or `%dpnb restart --resume`) starts fresh engines, runs the
+journal's cells again and restores the last commit. A cell that committed is a training
+cell and is not run again by the restart: running it again continues from the commit.
+""", r"""
+## エンジンが落ちたあとの再開
+
+エンジンが落ちると（メモリ不足、ネイティブコードでのクラッシュ、ホストの喪失など）MPI ジョブ
+全体が終わり、普通の `cluster.restart()` では名前空間が空の新しいエンジンになります。
+次の 2 つにより、再起動してもセッションを引き継げます。
+
+- dpnb は成功した `%%px` セルを順に記録しています（`cluster.journal` または
+  `%dpnb journal`。項目は削除も編集もできます）。
+- `state = dpnb.TrainingState(solver=solver, step=0)` で学習の状態を名付け、数ステップ
+  ごとに全ランクで `state.commit()` を呼ぶと、パラメータ、ソルバーの状態、乱数生成器の
+  状態、カウンタ（`state.step`）がクラスタの状態ディレクトリに書かれます。この
+  ディレクトリはエンジンが落ちても残ります。コミットは全ランクが自分の分を書き終えて
+  初めて有効になります。
+
+`cluster.restart(resume=True)`（または `%dpnb restart --resume`）は新しいエンジンを起動し、
+記録されたセルをもう一度実行して、最後のコミットを復元します。コミットしたセルは学習
+セルとみなされ、再起動では実行されません。そのセルをもう一度実行すると、コミットの続き
+から学習します。
+"""),
+("code", r"""
+%%px
+state = dpnb.TrainingState(solver=solver, step=0)
+""", None),
+("md", r"""
+The training cell: 25 steps, committing every 10.
+""", r"""
+学習セルです。25 ステップ学習し、10 ステップごとにコミットします。
+"""),
+("code", r"""
+%%px
+while state.step < 25:
+    loss.forward()
+    solver.zero_grad()
+    loss.backward()
+    comm.all_reduce([x.grad for x in nn.get_parameters().values()], division=True)
+    solver.update()
+    state.step += 1
+    if state.step % 10 == 0:
+        state.commit()
+print(f"step {state.step}, loss {float(loss.d):.4f}, last commit {state.committed}")
+""", None),
+("md", r"""
+The journal so far (the `%dpnb` magics come with `%load_ext dpnb`):
+""", r"""
+ここまでの記録です（`%dpnb` マジックは `%load_ext dpnb` で使えるようになります）。
+"""),
+("code", r"""
+trained = dpnb.gather("nn.get_parameters()")
+%load_ext dpnb
+%dpnb journal
+""", None),
+("md", r"""
+Now rank 1's engine dies, five steps after the last commit (here we kill it ourselves):
+""", r"""
+ここでランク 1 のエンジンが、最後のコミットから 5 ステップ後に落ちます（ここでは自分で
+強制終了させます）。
+"""),
+("code", r"""
+import os
+import signal
+
+engine_pids = cluster.view.apply_sync(os.getpid)
+os.kill(engine_pids[1], signal.SIGKILL)
+""", None),
+("md", r"""
+One call brings the session back (`cluster.restart(resume=True)` does the same):
+""", r"""
+1 回の呼び出しでセッションが戻ります（`cluster.restart(resume=True)` でも同じです）。
+"""),
+("code", r"""
+%dpnb restart --resume
+""", None),
+("md", r"""
+The engines are back at commit 2 (step 20). Running the training cell again continues from
+there and ends with exactly the parameters the engines had before one of them died:
+""", r"""
+エンジンはコミット 2（ステップ 20）の状態に戻りました。学習セルをもう一度実行すると
+そこから続き、エンジンが落ちる前とまったく同じパラメータになります。
+"""),
+("code", r"""
+%%px
+while state.step < 25:
+    loss.forward()
+    solver.zero_grad()
+    loss.backward()
+    comm.all_reduce([x.grad for x in nn.get_parameters().values()], division=True)
+    solver.update()
+    state.step += 1
+    if state.step % 10 == 0:
+        state.commit()
+print(f"step {state.step}, loss {float(loss.d):.4f}, last commit {state.committed}")
+""", None),
+("code", r"""
+resumed = dpnb.gather("nn.get_parameters()")
+print("identical to the parameters before the engine died:",
+      all(np.array_equal(resumed[rank][name], trained[rank][name])
+          for rank in trained for name in trained[rank]))
+dpnb.check_sync()
+""", r"""
+resumed = dpnb.gather("nn.get_parameters()")
+print("エンジンが落ちる前のパラメータと一致:",
+      all(np.array_equal(resumed[rank][name], trained[rank][name])
+          for rank in trained for name in trained[rank]))
+dpnb.check_sync()
+""", ["resume"]),
+("md", r"""
 ## Stopping the cluster
 
 `cluster.stop()` shuts the engines, `mpiexec` and the controller down, and makes sure none

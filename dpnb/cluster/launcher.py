@@ -9,7 +9,9 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import shutil
 import sys
+import tempfile
 import time
 import weakref
 from collections.abc import Sequence
@@ -18,9 +20,11 @@ from dataclasses import dataclass
 from ..errors import DpnbError
 from . import engine_side, processes
 from .checks import require_mpi
+from .journal import Journal, resume_report
 from .profile import ENGINE_CMD, name_of
 from .profile import profile_dir as named_profile_dir
 from .table import Table
+from .training_state import STATE_ENV
 
 log = logging.getLogger(__name__)
 # ipyparallel's own logging (launcher output, engine logs at stop) goes here, not into cells.
@@ -91,6 +95,8 @@ class Cluster:
         self._processes: list = []
         self._record: processes.Record | None = None
         self._monitor = None
+        self.journal = Journal()
+        self._own_state_dir: str | None = None
 
     # -- starting -----------------------------------------------------------------
 
@@ -100,7 +106,7 @@ class Cluster:
 
         config = Config()
         config.EngineLauncher.engine_cmd = list(ENGINE_CMD)
-        config.EngineLauncher.environment = dict(self.env)
+        config.EngineLauncher.environment = {**self.env, STATE_ENV: self.state_dir}
         if self.engines == "mpi":
             config.MPIEngineSetLauncher.mpi_cmd = [require_mpi()]
             config.MPIEngineSetLauncher.mpi_args = list(self.mpi_args)
@@ -223,6 +229,7 @@ class Cluster:
             self._monitor.start()
         if self._after_cell not in shell.events.callbacks["post_run_cell"]:
             shell.events.register("post_run_cell", self._after_cell)
+        self.journal.watch(shell)
 
     def _after_cell(self, result=None) -> None:
         """After each cell: finish its progress display, and name engines that died in it.
@@ -351,10 +358,20 @@ class Cluster:
 
     # -- restarting and stopping --------------------------------------------------------
 
-    def restart(self) -> Cluster:
-        """Fresh engines (empty namespaces) with the same controller; ids equal ranks again."""
+    def restart(self, resume: bool = False) -> Cluster:
+        """Fresh engines (empty namespaces) with the same controller; ids equal ranks again.
+
+        ``resume=True`` keeps the session: the journal's cells run again on the fresh
+        engines (training cells excepted, see ``dpnb.cluster.journal``) and the last
+        complete ``TrainingState`` commit is restored; without it the journal starts afresh."""
         if self.ipp is None:
             return self.start()
+        if resume:
+            shell = _ipython()
+            magics = shell.magics_manager.registry.get("ParallelMagics") if shell else None
+            dropped = self.journal.drop_unfinished()
+        else:
+            self.journal.clear()
         self._stop_engines()
         deadline = time.monotonic() + self.timeout
         while self.client.ids and time.monotonic() < deadline:
@@ -367,7 +384,54 @@ class Cluster:
         except BaseException:
             self.stop()
             raise
+        if resume:
+            self._resume(dropped, magics)
         return self
+
+    def _resume(self, dropped: list, magics) -> None:
+        """Replay the journal on the fresh engines and restore the last commit; say what
+        ran and what was restored."""
+        from . import training_state
+
+        for entry in dropped:
+            print(f"Dropped from the journal (it had not finished): {entry.first_line}")
+        self.view.apply_sync(training_state.prepare_resume)
+        shell = _ipython()
+        if shell is not None:
+            self._replay(shell, magics)
+        try:
+            reports = self.view.apply_sync(training_state.finish_resume)
+        except Exception as e:  # noqa: BLE001 - a CompositeError naming each rank's failure
+            raise DpnbError(f"restoring the last TrainingState commit failed: {e}") from None
+        print(resume_report(reports))
+
+    def _replay(self, shell, magics) -> None:
+        """The journal's cells, with the %pxconfig of ``magics`` (the old view's) and no
+        progress display (a replayed cell's would land in whichever cell runs later)."""
+        new = shell.magics_manager.registry.get("ParallelMagics")
+        if magics is not None and new is not None:
+            new.stream_output, new.verbose = magics.stream_output, magics.verbose
+        monitor = self._monitor
+        shown = monitor is not None and monitor.display
+        if monitor is not None:
+            monitor.display = False
+        try:
+            self.journal.replay(shell)
+        finally:
+            if monitor is not None:
+                monitor.after_cell()
+                monitor.display = shown
+
+    @property
+    def state_dir(self) -> str:
+        """Where the engines' ``TrainingState`` commits live: ``env["DPNB_STATE_DIR"]`` if
+        given (on several hosts a shared path), else a directory this cluster made and
+        removes at stop()."""
+        if STATE_ENV in self.env:
+            return self.env[STATE_ENV]
+        if self._own_state_dir is None:
+            self._own_state_dir = tempfile.mkdtemp(prefix="dpnb-state-")
+        return self._own_state_dir
 
     def _stop_engines(self, grace: float = 10.0) -> None:
         """Ask the engines to exit, wait for mpiexec, then let ipyparallel signal what is left.
@@ -413,6 +477,7 @@ class Cluster:
         shell = _ipython()
         if shell is not None and self._after_cell in shell.events.callbacks["post_run_cell"]:
             shell.events.unregister("post_run_cell", self._after_cell)
+        self.journal.unwatch()
         if self.ipp is not None:
             if self._superseded():
                 self.ipp.cluster_file = ""   # the file is the later start's: leave it alone
@@ -429,6 +494,9 @@ class Cluster:
                     self._kill_leftovers()
                     self.ipp = None
         self.view = None
+        if self._own_state_dir is not None:
+            shutil.rmtree(self._own_state_dir, ignore_errors=True)
+            self._own_state_dir = None
         _running.discard(self)
         if _current is self:
             _current = None

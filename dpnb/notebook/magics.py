@@ -10,6 +10,10 @@ USAGE = """%dpnb start [-n N] [--timeout SECONDS] [--mpi-args "ARGS"]
     start N MPI engines (default: one per GPU, else per CPU core) and activate %%px on them
 %dpnb stop       stop the engines and the controller
 %dpnb restart    fresh engines with empty namespaces (engine ids equal ranks again)
+%dpnb restart --resume
+                 fresh engines that run the journal's %%px cells again and take the last
+                 TrainingState commit (re-run the training cell to continue from it)
+%dpnb journal    the %%px cells a resume runs again (edit them in cluster.journal)
 %dpnb status     the running engines: rank, engine id, host, pid, device
 %dpnb grads      every parameter's gradient on every rank
 %dpnb sync       check that parameters are identical on every rank
@@ -34,7 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument("--mpi-args", default="")
     where = commands.add_parser("where", add_help=False)
     where.add_argument("--timeout", type=float, default=2.0)
-    for name in ("stop", "restart", "status", "grads", "sync", "help"):
+    restart = commands.add_parser("restart", add_help=False)
+    restart.add_argument("--resume", action="store_true")
+    for name in ("stop", "status", "journal", "grads", "sync", "help"):
         commands.add_parser(name, add_help=False)
     return parser
 
@@ -58,8 +64,10 @@ def dpnb_magic(line: str):
         return None
     cluster = launcher.current()
     if args.command == "restart":
-        cluster.restart()
+        cluster.restart(resume=args.resume)
         return None
+    if args.command == "journal":
+        return cluster.journal
     if args.command == "status":
         return cluster.topology()
     if args.command == "grads":
