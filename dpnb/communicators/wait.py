@@ -109,7 +109,8 @@ def wait_until(done, timeout: float, what, stall=None) -> None:
 
 class Guard:
     """Waits for one communicator's collectives, with its timeout, and remembers
-    that it is broken once a wait (or a step of a pipeline) has failed."""
+    that it is broken once a wait (or a step of a pipeline) has failed; reports a
+    wait that lasts ``stall_seconds`` (from the board, once one is attached)."""
 
     def __init__(self, timeout: float, stall_seconds: float = DEFAULT_STALL):
         self.timeout = timeout
