@@ -1,7 +1,8 @@
 """Run under mpiexec with a MODE: stall reports of collectives kept waiting.
 
 ``late`` (2 or 3 ranks): the ranks above 0 compute in NumPy (a loop of large
-operations, then one long call) while rank 0 waits in all_reduce: rank 0
+operations, then one long call, then a loop again with the agreement check
+off) while rank 0 waits in all_reduce: rank 0
 prints exactly one report (and logs it) naming each late rank, the operation and
 number of the collective it last entered and how long ago; the results are
 right once they arrive; fast collectives print nothing.  With 3 ranks, rank 2
@@ -161,6 +162,18 @@ def late(comm, ok: Checks) -> None:
     ok.true(took > STALL + 0.5 or r != 0, "one call: the long call outlasted the stall time",
             f"it took {took:.2f} s")
 
+    # without the agreement check: the wait is in the data collective itself
+    comm.check_agreement = False
+    x = np.full(5, r + 1.0, np.float32)
+    if r > 0:
+        busy_loop(BUSY)
+    lines, logged, _ = waiting(comm, lambda: comm.all_reduce(x), records)  # world #5
+    ok.close(x, expected, "no check: the all_reduce after the stall")
+    if r == 0:
+        check_report(ok, "no check", lines, logged, "all_reduce #5 on 'world'",
+                     [(k, "all_reduce #4") for k in range(1, n)])
+    comm.check_agreement = True
+
     # fast collectives: no report
     big = np.ones(1 << 18, np.float32)
     comm.stall_seconds = 2.0
@@ -198,9 +211,9 @@ def groups(comm, ok: Checks, records: Records) -> None:
         ok.close(y, np.full(3, 5.0, np.float32), "groups: the all_reduce on 'pair'")
         comm.all_reduce(x)
     ok.close(x, np.full(5, 6.0, np.float32), "groups: the all_reduce on 'world'")
-    # the barrier was world's collective after the 104 above (and new_group, if it is one)
+    # the barrier was world's collective after the 105 above (and new_group, if it is one)
     ok.true(r == 2 or (len(numbers) == 2 and numbers[0] == numbers[1] + 1
-                       and numbers[1] in (105, 106)), "groups: the numbers on 'world'",
+                       and numbers[1] in (106, 107)), "groups: the numbers on 'world'",
             f"{numbers}")
     numbers = MPI.COMM_WORLD.allgather(numbers)
     ok.true(numbers[0] == numbers[1], "groups: ranks 0 and 1 number the barrier alike",
