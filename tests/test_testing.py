@@ -101,7 +101,7 @@ def test_a_failed_check_is_reported_by_rank_and_name():
     run = run_script(2, SCRIPT, "fail")
     assert run.failures() == {1: ["the answer: got 41, expected 42"]}, run.output
     assert run.passed() == [0] and run.returncode != 0
-    with pytest.raises(AssertionError, match=r"ranks \[1\] did not report OK; exited with status "
+    with pytest.raises(AssertionError, match=r"ranks \[1\] did not report OK\nexited with status "
                                              r"\d+ .*\nrank 1: the answer: got 41, expected 42"):
         assert_ranks_ok(run)
 

@@ -171,8 +171,8 @@ def assert_ranks_ok(run: RanksRun, ranks: Iterable[int] | None = None,
     missing = sorted(set(expected) - set(run.passed()))
     bad_end = run.timed_out or (exit_status and run.returncode != 0)
     if missing or bad_end or run.failures():
-        raise AssertionError(f"ranks {missing} did not report OK; {run.explain()}\n"
-                             f"{run.output}")
+        missed = [f"ranks {missing} did not report OK"] if missing else []
+        raise AssertionError("\n".join(missed + [run.explain(), run.output]))
 
 
 def check_ranks(n: int, script: str | os.PathLike, *args: str,
