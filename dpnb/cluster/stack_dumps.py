@@ -65,6 +65,14 @@ class StackDumper:
         self._prefixes: tuple | None = None
         faulthandler.register(signum, file=self.write_fd, all_threads=True, chain=False)
         threading.Thread(target=self._serve, name="dpnb-stacks", daemon=True).start()
+        # A forked child (a data loader's worker) has no reader: its dumps would pass for
+        # the engine's, so it forgets the handler and the pipe.
+        os.register_at_fork(after_in_child=lambda: self._forget(signum))
+
+    def _forget(self, signum: int) -> None:
+        faulthandler.unregister(signum)
+        os.close(self.read_fd)
+        os.close(self.write_fd)
 
     def _serve(self) -> None:
         while True:
