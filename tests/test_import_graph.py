@@ -170,6 +170,20 @@ def test_the_test_harness_needs_no_more_than_the_communicators():
     assert beyond == [], "dpnb.testing imports above the communicators:\n  " + "\n  ".join(beyond)
 
 
+def test_nothing_in_dpnb_imports_the_test_harness():
+    """Not even the facade ``__init__``, which the layer checks leave out."""
+    found = []
+    for name, path in modules().items():
+        if layer_of(name) == "testing":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                found += [f"{name or '__init__'} imports {target}"
+                          for target in _imported(name, path, node)
+                          if target == "testing" or target.startswith("testing.")]
+    assert found == [], "imports of dpnb.testing inside dpnb:\n  " + "\n  ".join(found)
+
+
 def _package(tmp_path: Path, files: dict[str, str]) -> Path:
     root = tmp_path / "dpnb"
     for name, text in files.items():
