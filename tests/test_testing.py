@@ -116,7 +116,7 @@ def test_a_rank_that_raises_is_reported():
 
 @pytest.mark.parametrize("n", [0, 2])
 def test_a_hanging_run_is_stopped_at_its_timeout_with_nothing_left(n):
-    timeout = 10 if n else 4
+    timeout = 10 if n else 6
     start = time.monotonic()
     token = f"run-{uuid.uuid4()}"  # an argument that tells this run's processes from others'
     run = run_script(n, SCRIPT, "hang", token, timeout=timeout)
