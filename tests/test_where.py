@@ -35,6 +35,7 @@ def spin_in_python(seconds):
     while time.monotonic() < end:
         count += 1
     return count
+print(STARTED, flush=True)
 counted = spin_in_python({seconds})
 """
 
@@ -47,6 +48,7 @@ def multiply_matrices(seconds):
     while time.monotonic() < end:
         a = a @ a
         a /= np.abs(a).max()
+print(STARTED, flush=True)
 multiply_matrices({seconds})
 """
 
@@ -63,15 +65,28 @@ comm.timeout = 60
 def nap(seconds):
     time.sleep(seconds)
 if rank == 1:
+    print(STARTED, flush=True)
     nap({seconds})
 x = dpnb.NdArray.from_numpy_array(np.full(4, rank + 1.0))
+print(STARTED, flush=True)
 comm.all_reduce(x)
 """
 
 
+STARTED = "entering the call"
+
+
 def submit(view, code: str, seconds: float):
-    """Run ``code`` on every engine without waiting, as ``%%px --noblock`` does."""
-    return view.execute(textwrap.dedent(code.format(seconds=seconds)), block=False)
+    """Run ``code`` on every engine without waiting, as ``%%px --noblock`` does, and
+    return once every engine printed that it enters the call (plus a moment to enter)."""
+    running = view.execute(f"STARTED = {STARTED!r}\n" + textwrap.dedent(code.format(
+        seconds=seconds)), block=False)
+    deadline = time.monotonic() + TIMEOUT
+    while not all(STARTED in md["stdout"] for md in running.metadata):
+        assert time.monotonic() < deadline and not running.ready(), running.metadata
+        time.sleep(0.02)
+    time.sleep(0.2)
+    return running
 
 
 def timed_where(view, timeout: float = ANSWER_WITHIN) -> tuple[Stacks, float]:
@@ -114,7 +129,6 @@ def test_idle_engines(cluster):
 
 def test_pure_python_loop(cluster):
     running = submit(cluster.view, BUSY_PYTHON, seconds=4)
-    time.sleep(0.5)
     stacks, elapsed = timed_where(cluster.view)
     assert elapsed < ANSWER_WITHIN, stacks
     for rank in (0, 1):
@@ -148,7 +162,7 @@ def test_another_process_asks_while_this_one_s_cell_runs(cluster):
     try:
         out = subprocess.run([sys.executable, "-c", ASK_FROM_ANOTHER_PROCESS,
                               cluster.ipp.profile_dir, cluster.ipp.cluster_id],
-                             capture_output=True, text=True, timeout=TIMEOUT)
+                             capture_output=True, text=True, timeout=TIMEOUT, check=False)
         assert out.returncode == 0, out.stderr
         answer = json.loads(out.stdout.strip().splitlines()[-1])
         assert answer["elapsed"] < ANSWER_WITHIN
@@ -162,7 +176,6 @@ def test_another_process_asks_while_this_one_s_cell_runs(cluster):
 
 def test_numpy_loop(cluster):
     running = submit(cluster.view, BUSY_NUMPY, seconds=4)
-    time.sleep(0.5)
     stacks, elapsed = timed_where(cluster.view)
     assert elapsed < ANSWER_WITHIN, stacks
     assert [stacks[r].innermost[0].function for r in (0, 1)] == ["multiply_matrices"] * 2, stacks
@@ -171,7 +184,6 @@ def test_numpy_loop(cluster):
 
 def test_rank_waiting_in_a_collective_the_other_does_not_join(cluster):
     running = submit(cluster.view, COLLECTIVE_WAIT, seconds=6)
-    time.sleep(1.5)                                             # rank 0 reached all_reduce
     stacks, elapsed = timed_where(cluster.view)
     assert elapsed < ANSWER_WITHIN, stacks
     waiting, napping = stacks[0], stacks[1]
@@ -189,7 +201,6 @@ def test_dpnb_where_magic_through_ipython(cluster):
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "dpnb")
     running = submit(cluster.view, BUSY_PYTHON, seconds=3)
-    time.sleep(0.5)
     start = time.monotonic()
     stacks = shell.run_line_magic("dpnb", "where --timeout 1.5")
     assert time.monotonic() - start < 1.5
@@ -209,7 +220,7 @@ def test_where_from_another_thread_while_a_blocking_px_cell_runs(cluster):
     cluster.view.activate()
     asked = []
     threading.Timer(0.8, lambda: asked.append(timed_where(cluster.view))).start()
-    result = shell.run_cell("%%px\n" + BUSY_PYTHON.format(seconds=3))
+    result = shell.run_cell(f"%%px\nSTARTED = {STARTED!r}\n" + BUSY_PYTHON.format(seconds=3))
     assert result.success and len(asked) == 1
     stacks, elapsed = asked[0]
     assert elapsed < ANSWER_WITHIN, stacks
@@ -314,6 +325,6 @@ def test_summary_of_one_rank():
 
 
 def test_controller_without_task_database_is_a_clear_error(cluster):
-    with Cluster(1, timeout=TIMEOUT, progress=False, controller_args=["--nodb"]) as bare:
-        with pytest.raises(DpnbError, match="task database.*--nodb"):
-            dpnb.where(bare.view)
+    with (Cluster(1, timeout=TIMEOUT, progress=False, controller_args=["--nodb"]) as bare,
+          pytest.raises(DpnbError, match="task database.*--nodb")):
+        dpnb.where(bare.view)
