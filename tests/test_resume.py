@@ -85,7 +85,10 @@ def cluster(shell):
     c.start()
     shell.run_line_magic("load_ext", "dpnb")
     yield c
+    state_dir = c.state_dir
+    assert os.path.isdir(state_dir) and state_dir.startswith(c.ipp.profile_dir)
     c.stop()
+    assert not os.path.exists(state_dir)                       # the cluster's own: removed
 
 
 def run(shell, source: str):
@@ -224,7 +227,20 @@ def test_bad_state_input_is_refused(cluster, shell, capsys):
     for cell, message in [
             ("state = dpnb.TrainingState(solver=3)", "must be a solver"),
             ("state = dpnb.TrainingState(solver=solver, when=object())", "JSON values"),
-            ("state = dpnb.TrainingState(solver=solver, rngs={'r': 1})", "keeps the state of")]:
+            ("state = dpnb.TrainingState(solver=solver, rngs={'r': 1})", "keeps the state of"),
+            ("state = dpnb.TrainingState(solver=solver, commit=1)", "hide its own attributes")]:
         capsys.readouterr()
         result = shell.run_cell("%%px\n" + cell)
         assert not result.success and message in capsys.readouterr().err, cell
+
+
+def test_noblock_cells_are_kept_once_they_succeed(cluster, shell):
+    before = len(cluster.journal)
+    run(shell, "%%px --noblock\nimport time; time.sleep(0.5); quiet = 1")
+    run(shell, "%%px --noblock\nimport time; time.sleep(0.5); 1 / 0")
+    assert cluster.journal[-1].result is not None             # both still running
+    assert "running" in repr(cluster.journal)
+    cluster.client.wait(timeout=TIMEOUT)
+    assert len(cluster.journal) == before + 1                  # the failed one is gone
+    assert cluster.journal[-1].first_line == "import time; time.sleep(0.5); quiet = 1"
+    assert not cluster.journal[-1].training and cluster.journal[-1].result is None

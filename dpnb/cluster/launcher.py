@@ -11,7 +11,6 @@ import logging
 import os
 import shutil
 import sys
-import tempfile
 import time
 import weakref
 from collections.abc import Sequence
@@ -24,7 +23,7 @@ from .journal import Journal, resume_report
 from .profile import ENGINE_CMD, name_of
 from .profile import profile_dir as named_profile_dir
 from .table import Table
-from .training_state import STATE_ENV
+from .training_state import STATE_ENV, state_directory
 
 log = logging.getLogger(__name__)
 # ipyparallel's own logging (launcher output, engine logs at stop) goes here, not into cells.
@@ -96,7 +95,6 @@ class Cluster:
         self._record: processes.Record | None = None
         self._monitor = None
         self.journal = Journal()
-        self._own_state_dir: str | None = None
 
     # -- starting -----------------------------------------------------------------
 
@@ -106,7 +104,7 @@ class Cluster:
 
         config = Config()
         config.EngineLauncher.engine_cmd = list(ENGINE_CMD)
-        config.EngineLauncher.environment = {**self.env, STATE_ENV: self.state_dir}
+        config.EngineLauncher.environment = dict(self.env)
         if self.engines == "mpi":
             config.MPIEngineSetLauncher.mpi_cmd = [require_mpi()]
             config.MPIEngineSetLauncher.mpi_args = list(self.mpi_args)
@@ -425,13 +423,12 @@ class Cluster:
     @property
     def state_dir(self) -> str:
         """Where the engines' ``TrainingState`` commits live: ``env["DPNB_STATE_DIR"]`` if
-        given (on several hosts a shared path), else a directory this cluster made and
-        removes at stop()."""
-        if STATE_ENV in self.env:
-            return self.env[STATE_ENV]
-        if self._own_state_dir is None:
-            self._own_state_dir = tempfile.mkdtemp(prefix="dpnb-state-")
-        return self._own_state_dir
+        given, else ``dpnb-state-<cluster id>`` in the cluster's profile, which stop()
+        removes.  On several hosts it must be a path they all see."""
+        if self.ipp is None:
+            raise DpnbError("the cluster is not started; start() gives it a state directory")
+        return state_directory({**self.env, "IPP_PROFILE_DIR": self.ipp.profile_dir,
+                                "IPP_CLUSTER_ID": self.ipp.cluster_id})
 
     def _stop_engines(self, grace: float = 10.0) -> None:
         """Ask the engines to exit, wait for mpiexec, then let ipyparallel signal what is left.
@@ -478,6 +475,8 @@ class Cluster:
         if shell is not None and self._after_cell in shell.events.callbacks["post_run_cell"]:
             shell.events.unregister("post_run_cell", self._after_cell)
         self.journal.unwatch()
+        own_state = (None if self.ipp is None or STATE_ENV in self.env or self._superseded()
+                     else self.state_dir)
         if self.ipp is not None:
             if self._superseded():
                 self.ipp.cluster_file = ""   # the file is the later start's: leave it alone
@@ -494,9 +493,8 @@ class Cluster:
                     self._kill_leftovers()
                     self.ipp = None
         self.view = None
-        if self._own_state_dir is not None:
-            shutil.rmtree(self._own_state_dir, ignore_errors=True)
-            self._own_state_dir = None
+        if own_state is not None:
+            shutil.rmtree(own_state, ignore_errors=True)
         _running.discard(self)
         if _current is self:
             _current = None

@@ -11,9 +11,9 @@ Python's ``random`` module, and those passed as ``rngs={"name": generator}``.
 Generators kept elsewhere (a function's own ``seed=``, a data iterator's shuffling
 generator unless passed in ``rngs``, CuPy's) are not captured.
 
-Commits are two-phase across ranks, in the directory ``$DPNB_STATE_DIR`` (the
-cluster sets it; on several hosts it must be a shared path, or the same path on
-each host): every rank writes ``commit-N.rank-R.npz`` atomically, the ranks confirm
+Commits are two-phase across ranks, in ``$DPNB_STATE_DIR`` or else
+``dpnb-state-<cluster id>`` in the cluster's IPython profile (on several hosts a path
+they all see, such as a shared home, or the same path on each): every rank writes ``commit-N.rank-R.npz`` atomically, the ranks confirm
 to each other that all writes succeeded, then rank 0 writes ``commit-N.complete``.
 A commit is restored only where its marker and every rank's file exist, so a crash
 between the two phases restores commit N - 1, which is kept until N is complete.
@@ -41,13 +41,23 @@ from ..fileio import atomic_write
 
 STATE_ENV = "DPNB_STATE_DIR"
 COMMIT_KEY = "dpnb_commit"  # what a commit publishes to the notebook (a training cell)
-RESERVED = ("solver", "rngs", "directory")
 _FILE = re.compile(r"commit-(\d+)\.rank-(\d+)\.npz")
 _MARKER = re.compile(r"commit-(\d+)\.complete")
 
 _resume: str | None = None  # None, "replaying" or "on_construction"
 _latest: TrainingState | None = None
 _comm = None
+
+
+def state_directory(environ=os.environ) -> str | None:
+    """``$DPNB_STATE_DIR``, else ``dpnb-state-<cluster id>`` in the IPython profile of the
+    cluster (ipyparallel gives its engines both), else None."""
+    if environ.get(STATE_ENV):
+        return environ[STATE_ENV]
+    if environ.get("IPP_PROFILE_DIR"):
+        name = f"dpnb-state-{environ.get('IPP_CLUSTER_ID') or 'default'}"
+        return os.path.join(environ["IPP_PROFILE_DIR"], name)
+    return None
 
 
 def _rank_file(directory: str, commit: int, rank: int) -> str:
@@ -127,7 +137,7 @@ class TrainingState:
     ``solver`` is a solver or a dict name -> solver; ``rngs`` a dict name -> generator
     of your own to keep as well; the other keywords are counters (JSON values: ints,
     floats, strings, lists), read and set as attributes (``state.step += 1``).
-    ``directory`` defaults to ``$DPNB_STATE_DIR``, which the cluster sets."""
+    ``directory`` defaults to the cluster's (``state_directory()``)."""
 
     def __init__(self, solver=None, *, rngs: Mapping | None = None,
                  directory: str | os.PathLike | None = None, **counters):
@@ -137,6 +147,11 @@ class TrainingState:
         for generator in self._rngs.values():
             _generator_state(generator)  # refuse what cannot be kept now, not at commit
         self._directory = self._checked_directory(directory)
+        clashes = [name for name in counters if name.startswith("_") or hasattr(TrainingState, name)
+                   or name in ("committed", "restored", "commit_seconds")]
+        if clashes:
+            raise DpnbError(f"TrainingState counters {clashes} would hide its own attributes; "
+                            "choose other names (e.g. n_commits)")
         self._counters = list(counters)
         _json_counters(counters)
         for name, value in counters.items():
@@ -148,8 +163,8 @@ class TrainingState:
         self.commit_seconds: float | None = None
         _latest = self
         if _resume == "on_construction":
+            self.restore()  # where it raises, a corrected construction tries again
             _resume = None
-            self.restore()
         elif _resume is None:
             self._forget_earlier_commits()
 
@@ -167,11 +182,11 @@ class TrainingState:
 
     @staticmethod
     def _checked_directory(directory) -> str:
-        directory = os.environ.get(STATE_ENV) if directory is None else os.fspath(directory)
+        directory = state_directory() if directory is None else os.fspath(directory)
         if not directory:
-            raise DpnbError(f"TrainingState has no directory: ${STATE_ENV} is not set (engines "
-                            "started by dpnb.start / %dpnb start have it); pass "
-                            "directory='/a/path/every/rank/can/write'")
+            raise DpnbError(f"TrainingState has no directory: neither ${STATE_ENV} nor "
+                            "ipyparallel's $IPP_PROFILE_DIR is set (this is not a cluster "
+                            "engine); pass directory='/a/path/every/rank/can/write'")
         os.makedirs(directory, exist_ok=True)
         return directory
 
@@ -410,16 +425,16 @@ def prepare_resume() -> None:
     _resume, _latest = "replaying", None
 
 
-def finish_resume(directory: str | None = None) -> dict:
+def finish_resume() -> dict:
     """After the replay (collective): restore the last commit into the state the replay
     constructed, or leave it to the next construction; what was (or will be) restored."""
     global _resume
+    _resume = "on_construction"  # also where the restore below raises
     if _latest is not None:
-        _resume = None
         number = _latest.restore()
+        _resume = None
         return {"restored": number, "counters": _latest.counters if number else None}
-    _resume = "on_construction"
-    directory = os.environ.get(STATE_ENV) if directory is None else directory
+    directory = state_directory()
     markers = sorted(_found(directory, _MARKER)) if directory and os.path.isdir(directory) else []
     marker = _read_marker(directory, markers[-1]) if markers else None
     return {"restored": None, "pending": marker["commit"] if marker else None,
