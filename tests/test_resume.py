@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
 import numpy as np
 import pytest
+from conftest import requires_gpu
 
 from dpnb.cluster import Cluster
 from dpnb.cluster.journal import Entry
@@ -244,3 +248,75 @@ def test_noblock_cells_are_kept_once_they_succeed(cluster, shell):
     assert len(cluster.journal) == before + 1                  # the failed one is gone
     assert cluster.journal[-1].first_line == "import time; time.sleep(0.5); quiet = 1"
     assert not cluster.journal[-1].training and cluster.journal[-1].result is None
+
+
+ONE_PROCESS = """
+import os, random, sys
+import numpy as np
+import dpnb as nn, dpnb.functions as F, dpnb.parametric_functions as PF, dpnb.solvers as S
+from dpnb.cluster import training_state
+from dpnb.ext_utils import get_extension_context
+
+ctx = get_extension_context(sys.argv[1])
+directory = sys.argv[2]
+gen, py = np.random.default_rng(3), random.Random(4)
+
+def session():
+    nn.clear_parameters()
+    nn.seed(1)
+    np.random.seed(0)
+    random.seed(5)
+    gen.bit_generator.state = np.random.default_rng(3).bit_generator.state
+    py.seed(4)
+    with nn.context_scope(ctx):
+        x, t = nn.Variable((8, 4)), nn.Variable((8, 1))
+        h = F.dropout(F.relu(PF.batch_normalization(PF.affine(x, 16, name="a"))), 0.3)
+        loss = F.mean(F.squared_error(PF.affine(h, 1, name="b"), t))
+    solver = S.Momentum(0.05)
+    solver.set_parameters(nn.get_parameters())
+    return x, t, loss, solver
+
+def train(x, t, loss, solver, state, until):
+    while state.step < until:
+        x.d = np.random.randn(*x.shape) + gen.normal() + py.random() + random.random()
+        t.d = np.random.randn(*t.shape)
+        loss.forward()
+        solver.zero_grad()
+        loss.backward()
+        solver.update()
+        state.step += 1
+        if state.step % 3 == 0:
+            state.commit()
+
+net = session()
+state = nn.TrainingState(solver=net[3], rngs={"gen": gen, "py": py}, directory=directory, step=0)
+train(*net, state, 10)
+reference = {k: np.array(v.d) for k, v in nn.get_parameters(grad_only=False).items()}
+draws = (gen.normal(), py.random(), random.random(), np.random.rand(), nn.random.prng.rand())
+
+net = session()                                   # a fresh run dies after step 8
+state = nn.TrainingState(solver=net[3], rngs={"gen": gen, "py": py}, directory=directory, step=0)
+train(*net, state, 8)
+training_state.prepare_resume()                   # what a resume does on a fresh engine
+net = session()
+state = nn.TrainingState(solver=net[3], rngs={"gen": gen, "py": py}, directory=directory, step=0)
+gen.normal(), py.random(), random.random(), np.random.rand(), nn.random.prng.rand()  # later cells draw
+assert training_state.finish_resume() == {"restored": 2, "counters": {"step": 6}}
+train(*net, state, 10)
+for k, v in nn.get_parameters(grad_only=False).items():
+    assert np.array_equal(np.array(v.d), reference[k]), k
+assert (gen.normal(), py.random(), random.random(), np.random.rand(),
+        nn.random.prng.rand()) == draws
+print("identical", sorted(os.listdir(directory)))
+"""
+
+
+@pytest.mark.parametrize("extension", ["cpu", pytest.param("cudnn", marks=requires_gpu)])
+def test_restore_in_one_process(tmp_path, extension):
+    """Parameters, a Momentum solver's states, dpnb's, NumPy's, Python's and the user's
+    generators come back from a commit (one MPI rank, host or GPU arrays)."""
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(ONE_PROCESS), extension,
+                             str(tmp_path)], capture_output=True, text=True, timeout=120,
+                            check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "identical ['commit-000003.complete', 'commit-000003.rank-0.npz']" in result.stdout

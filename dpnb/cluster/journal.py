@@ -7,9 +7,11 @@ dropped).  A cell whose run committed a ``TrainingState`` is a training cell: a
 resume skips it, and running it again continues from the restored commit.
 ``%%px --targets`` cells are replayed on the same targets, which after a restart
 are the same ranks.  Cells of other kinds (``%px`` lines, plain Python calling
-the view) are not recorded.  ``cluster.journal`` is a list of ``Entry``: remove an
-entry (``del cluster.journal[3]``), change its ``source``, or mark it a training
-cell (``training = True``) to change what a resume runs."""
+the view) are not recorded.  A replay holds each cell's output back (it shows that
+of a cell that fails) and repeats whatever the cells do besides defining names, such
+as writing files.  ``cluster.journal`` is a list of ``Entry``: remove an entry
+(``del cluster.journal[3]``), change its ``source``, or mark it a training cell
+(``training = True``) to change what a resume runs."""
 from __future__ import annotations
 
 import dataclasses
@@ -24,8 +26,9 @@ OUTPUT_WAIT = 5.0  # seconds to wait for a finished cell's last messages (its co
 
 @dataclasses.dataclass
 class Entry:
-    """One recorded ``%%px`` cell: its source, the prompt number it ran as, and whether
-    its run committed training state (then a resume does not run it)."""
+    """One recorded ``%%px`` cell: its source, the prompt number it ran as, whether its
+    run committed training state (then a resume does not run it), and the AsyncResult
+    of a ``--noblock`` cell still running."""
 
     source: str
     execution_count: int | None = None
