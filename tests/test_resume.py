@@ -172,6 +172,9 @@ def test_journal_table_and_editing(cluster, shell, capsys):
         "import time", "nn = dpnb", "state = dpnb.TrainingState(solver=solver, step=0)"]
 
     journal.append("%%px\nmarker = 'added'")
+    journal[4].source = "print('not on the engines')"
+    with pytest.raises(DpnbError, match=r"journal entries \[4\] are not %%px cells"):
+        cluster.restart(resume=True)
     journal[4].source = "%%px\nmarker = 'edited'"
     with pytest.raises(DpnbError, match="%%px cell"):
         journal.append("print('not a px cell')")

@@ -158,6 +158,10 @@ class Journal(MutableSequence):
         from IPython.utils.capture import capture_output
 
         entries = self.replayed
+        wrong = [i for i, e in enumerate(self._entries) if not e.source.lstrip().startswith("%%px")]
+        if wrong:
+            raise DpnbError(f"journal entries {wrong} are not %%px cells (their source must start "
+                            "with %%px); correct or remove them, then resume again")
         out(f"Replaying {len(entries)} of {len(self)} journal cells on the fresh engines:")
         self.replaying = True
         try:
