@@ -58,8 +58,8 @@ def test_inputs_are_scaled_before_the_sum_only_where_the_bits_are_the_same(opera
     assert Collective.of(operation, 0, size, 0, division).scales_inputs is expected
 
 
-def test_a_short_wait_interrupted_raises_the_communicator_error_and_breaks_it():
-    from dpnb.communicators.wait import Guard
+def test_an_agreement_wait_interrupted_raises_the_communicator_error_and_breaks_it():
+    from dpnb.communicators.exchange import Exchange
     from dpnb.errors import CommunicatorError, CommunicatorInterrupted
 
     class Interrupting:
@@ -70,10 +70,10 @@ def test_a_short_wait_interrupted_raises_the_communicator_error_and_breaks_it():
         def Test(self):
             return True
 
-    guard = Guard(5.0)
-    guard.wait_short(Done(), lambda: "all_reduce")
-    assert guard.broken is None
+    exchange = Exchange(5.0, True, 1 << 20, 1 << 20)
+    exchange.wait_agreement(Done(), lambda: "all_reduce")
+    assert exchange.guard.broken is None
     with pytest.raises(CommunicatorInterrupted, match="all_reduce: interrupted"):
-        guard.wait_short(Interrupting(), lambda: "all_reduce")
+        exchange.wait_agreement(Interrupting(), lambda: "all_reduce")
     with pytest.raises(CommunicatorError, match="broken"):
-        guard.check_usable()
+        exchange.guard.check_usable()

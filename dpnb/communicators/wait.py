@@ -40,7 +40,6 @@ _YIELD_EVERY = 200e-6
 _POLL_SECONDS = 0.5     # poll this long, then sleep between polls
 _FIRST_SLEEP = 50e-6
 _MAX_SLEEP = 5e-3       # the longest sleep between polls
-_QUICK_TESTS = 64       # tests (about 15 us) before a short wait takes the polling loop
 _STALL_CHECK = 1e-3     # a wait this long asks whether a stall report is due
 
 
@@ -163,21 +162,6 @@ class Guard:
         from mpi4py import MPI
 
         self.wait_until(lambda: MPI.Request.Testall(requests), what, requests)
-
-    def wait_short(self, request, what) -> None:
-        """Wait for one MPI ``request`` expected to finish within microseconds (a small
-        collective): a few tests in a tight loop first, then as ``wait``."""
-        try:
-            for _ in range(_QUICK_TESTS):
-                if request.Test():
-                    return
-        except BaseException as e:
-            if isinstance(e, KeyboardInterrupt) and not isinstance(e, CommunicatorInterrupted):
-                e = CommunicatorInterrupted(f"{what()}: interrupted while waiting for the "
-                                            "other ranks")
-            self.mark_broken(e, [request])
-            raise e
-        self.wait([request], what)
 
     def wait_until(self, done, what, requests: list = ()) -> None:
         """Wait until ``done()``; a failure marks the communicator broken."""
