@@ -37,22 +37,19 @@ class Carried:
         self.collective = collective
         self.call = Call(collective.operation, group.name, plan.specs, collective.root,
                          division, specs_hash=plan.specs_hash, carried=True)
-        rows = self.call.rows(group.size)
-        self.rows = rows
+        self.channel = channel = group.channel
         self.entries = []  # (item, its part of this rank's row, that part of every row)
         start = agreement.SIGNATURE_BYTES
         for item in plan.items:
             stage = STAGE_DTYPES[item.dtype]
             stop = start + item.size * stage.itemsize
-            self.entries.append((item, self.call.row[start:stop].view(stage),
-                                 [row[start:stop].view(stage) for row in rows]))
+            self.entries.append((item, channel.row[start:stop].view(stage),
+                                 [row[start:stop].view(stage) for row in channel.rows]))
             start += -(-(stop - start) // 8) * 8
         d = collective.divisor
         self.scale = None if d is None else [mine.dtype.type(1 / d) for _, mine, _ in self.entries]
         self.what = what  # names the call for the errors of a wait
-        self.signatures = self.call.signatures(rows)
-        self.expected = self.call.expected_rows
-        self.row, self.comm = self.call.row, group.comm
+        self.agreed = self.call.agreed(group.size)
         from mpi4py import MPI
 
         self.sum = MPI.SUM.Reduce_local  # MPI's arithmetic, as in the uncarried path
@@ -67,9 +64,9 @@ class Carried:
         if c.sends:
             for item, mine, _ in self.entries:
                 np.copyto(mine, item, casting="same_kind")
-        wait(self.comm.Iallgather(self.row, self.rows), self.what)
-        if self.signatures.tobytes() != self.expected:
-            agreement.verdict(self.group, self.call, self.rows, wait, self.what)  # raises
+        wait(self.channel.start(self.call), self.what)
+        if self.channel.signatures.tobytes() != self.agreed:
+            agreement.verdict(self.group, self.call, wait, self.what)  # raises
         if not c.receives:
             return
         for k, (item, mine, parts) in enumerate(self.entries):

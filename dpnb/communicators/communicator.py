@@ -95,8 +95,7 @@ class MultiProcessCommunicator:
         local = world.Split_type(MPI.COMM_TYPE_SHARED)
         self._local_rank = local.Get_rank()
         local.Free()
-        self._groups["world"] = Group("world", list(range(world.Get_size())), world,
-                                      world.Get_rank())
+        self._groups["world"] = Group("world", list(range(world.Get_size())), world)
         self._exchange.world_rank = world.Get_rank()
         self._exchange.guard.attach(Board(world, self._groups))
         self.ctx.device_id = str(self._local_rank)
@@ -211,11 +210,8 @@ class MultiProcessCommunicator:
         exchange.guard.enter(operation, world)
         exchange.agree(world, Call(operation, world.name, [], arguments=(name, tuple(ranks))),
                        always=True)
-        group = Group(name, ranks, None)
-        if world.rank in ranks:
-            group.comm = exchange.group_comm(world, ranks, name)
-            group.rank = group.comm.Get_rank()
-        self._groups[name] = group
+        comm = exchange.group_comm(world, ranks, name) if world.rank in ranks else None
+        self._groups[name] = Group(name, ranks, comm)
         return name
 
     def _group_arguments(self, name_ranks, world: Group) -> tuple[str, list[int]]:

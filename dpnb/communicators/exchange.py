@@ -24,7 +24,7 @@ from ..errors import (
 from ..graph import Variable
 from ..ndarray import NdArray
 from . import agreement
-from .agreement import Call
+from .agreement import Call, Channel
 from .carried import Carried, carried_bytes
 from .collective import Collective
 from .mpi import MpiTransport
@@ -43,12 +43,19 @@ _UNHASHABLE = object()  # a list of objects that cannot be a cache key themselve
 
 @dataclasses.dataclass
 class Group:
-    """A named set of world ranks and, on its members, their MPI communicator."""
+    """A named set of world ranks and, on its members, their MPI communicator and
+    the channel of its agreement check."""
 
     name: str
     ranks: list[int]
     comm: object | None  # None on ranks outside the group
     rank: int = -1       # this process's rank within the group
+    channel: Channel | None = None
+
+    def __post_init__(self):
+        if self.comm is not None:
+            self.rank = self.comm.Get_rank()
+            self.channel = Channel(self.comm, self.size)
 
     @property
     def size(self) -> int:
@@ -77,7 +84,8 @@ class ListSource:
 
     def moved(self) -> bool:
         """Whether any item's memory moved since ``pieces()``."""
-        return not all(map(operator.is_, map(_DATA, self._watched), self._bound))
+        return bool(self._watched) and not all(map(operator.is_, map(_DATA, self._watched),
+                                                   self._bound))
 
 
 class Prepared:
@@ -88,16 +96,15 @@ class Prepared:
         self.source = source
         self.nccl = nccl
         self._plan: Plan | None = None
-        self._settings = None
+        self._sizes = None  # the exchange's ``sizes`` the plan was made with
 
     def plan(self) -> Plan:
         exchange = self.exchange
-        if (self._plan is not None and self._settings == (exchange.segment_bytes,
-                                                          exchange.bucket_bytes)
+        if (self._plan is not None and self._sizes is exchange.sizes
                 and not self.source.moved()):
             return self._plan
         self._plan = exchange.build_plan(self.source.pieces(), self.nccl)
-        self._settings = (exchange.segment_bytes, exchange.bucket_bytes)
+        self._sizes = exchange.sizes
         return self._plan
 
 
@@ -111,8 +118,7 @@ class Exchange:
                  bucket_bytes: int):
         self.guard = Guard(timeout)
         self.check_agreement = check_agreement
-        self.segment_bytes = segment_bytes
-        self.bucket_bytes = bucket_bytes
+        self.sizes = (segment_bytes, bucket_bytes)
         self.stager = Stager()
         self.collectives_issued = 0
         self.plans_built = 0
@@ -125,6 +131,22 @@ class Exchange:
         self._prepared: collections.OrderedDict = collections.OrderedDict()
         self._last: Prepared | None = None  # the most recently used, already at the end
         self._prepared_bytes = 0
+
+    @property
+    def segment_bytes(self) -> int:
+        return self.sizes[0]
+
+    @segment_bytes.setter
+    def segment_bytes(self, value: int) -> None:
+        self.sizes = (value, self.sizes[1])  # a new tuple: plans made before are stale
+
+    @property
+    def bucket_bytes(self) -> int:
+        return self.sizes[1]
+
+    @bucket_bytes.setter
+    def bucket_bytes(self, value: int) -> None:
+        self.sizes = (self.sizes[0], value)
 
     # -- plans ------------------------------------------------------------------
     def build_plan(self, pieces: list, nccl: bool = True) -> Plan:
