@@ -444,8 +444,9 @@ MultiProcessDataParallelCommunicator = MultiProcessCommunicator
 MultiProcessDataParalellCommunicator = MultiProcessCommunicator  # nnabla's own spelling too
 
 
-def _as_list(data, operation: str, argument: str = "data") -> list:
-    objs = list(data) if isinstance(data, (list, tuple)) else [data]
+def _as_list(data, operation: str, argument: str = "data") -> tuple:
+    """``data`` (one item, or a list or tuple of them) as a tuple of items."""
+    objs = tuple(data) if isinstance(data, (list, tuple)) else (data,)
     if not objs:
         raise DpnbError(f"{operation}: {argument} is an empty list; pass at least one "
                         "NdArray or array")

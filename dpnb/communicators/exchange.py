@@ -161,12 +161,12 @@ class Exchange:
         self.plans_built += 1
         return Plan(pieces, self.segment_bytes, self.bucket_bytes, device, direct_gpu)
 
-    def prepared(self, objs: list, operation: str) -> Prepared:
+    def prepared(self, objs: tuple, operation: str) -> Prepared:
         """The cached exchange of exactly these objects (held by the cache, so their
         ids cannot be reused); made, with its arguments checked, on first use."""
         found = _UNHASHABLE
         if isinstance(objs[0], NdArray):
-            key = tuple(objs)
+            key = objs
             try:  # NdArray handles hash and compare by identity, in C: no id() per item
                 found = self._prepared.get(key)
             except TypeError:  # plain arrays among them
@@ -238,24 +238,23 @@ class Exchange:
         """Run ``operation`` on the arrays of ``plan`` after the agreement check (small
         data travel with the check itself: carried.py)."""
         self.guard.enter(operation, group)
-        if self.check_agreement:
-            key = (operation, group.name, root, division)
-            carried = plan.transport.get(key)
-            if carried is None:
-                carried = plan.transport[key] = carried_bytes(plan) is not None and Carried(
-                    plan, group, Collective.of(operation, group.rank, group.size, root,
-                                               division), division,
-                    lambda: self.describe(operation, group))
-            if carried:
-                self.collectives_issued += 1
-                carried.run(self.wait_agreement)
-                return
+        key = (operation, group.name, root, division)
+        route = plan.transport.get(key)
+        if route is None:  # this rank's part, and the carried form where the data are small
+            collective = Collective.of(operation, group.rank, group.size, root, division)
+            carried = carried_bytes(plan) is not None and Carried(
+                plan, group, collective, division, lambda: self.describe(operation, group))
+            route = plan.transport[key] = (collective, carried)
+        collective, carried = route
+        if self.check_agreement and carried:
+            self.collectives_issued += 1
+            carried.run(self.wait_agreement)
+            return
         chunks = plan.chunks
         if self.check_agreement and not self.agree(group, plan.call(operation, group.name,
                                                                     root, division)):
             chunks = plan.canonical()
-        pipeline = self.pipeline(group, Collective.of(operation, group.rank, group.size, root,
-                                                      division), plan.device)
+        pipeline = self.pipeline(group, collective, plan.device)
         pipeline.add(chunks)
         self.guard.run(pipeline.drain, pipeline.pending_requests)
 
