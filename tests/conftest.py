@@ -21,6 +21,16 @@ def gpu_available() -> bool:
 requires_gpu = pytest.mark.skipif(not gpu_available(), reason="needs CuPy and a GPU")
 
 
+@pytest.fixture(scope="module")
+def ipython_dir(tmp_path_factory):
+    """A private IPYTHONDIR for a test module (profiles, cluster files, logs), so that
+    tests never touch ~/.ipython."""
+    path = tmp_path_factory.mktemp("ipython")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("IPYTHONDIR", str(path))
+        yield path
+
+
 @pytest.fixture
 def rng():
     return np.random.RandomState(0)

@@ -53,15 +53,6 @@ def wait_gone(pids, timeout: float = 15) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def ipython_dir(tmp_path_factory):
-    """A private IPYTHONDIR, so tests never touch ~/.ipython."""
-    path = tmp_path_factory.mktemp("ipython")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("IPYTHONDIR", str(path))
-        yield path
-
-
-@pytest.fixture(scope="module")
 def cluster(ipython_dir):
     """One 2-engine cluster shared by the tests of this module."""
     c = Cluster(2, timeout=TIMEOUT, progress=False)

@@ -21,15 +21,6 @@ from dpnb.errors import DpnbError
 TIMEOUT = 60
 
 
-@pytest.fixture(scope="module")
-def ipython_dir(tmp_path_factory):
-    """One private IPYTHONDIR for the module (profile "mpi" in it), never ~/.ipython."""
-    path = tmp_path_factory.mktemp("ipython")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("IPYTHONDIR", str(path))
-        yield path
-
-
 @pytest.fixture
 def security(ipython_dir):
     """The profile's security directory, checked to hold no cluster's files after the test."""

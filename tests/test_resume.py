@@ -73,14 +73,11 @@ PARAMETERS = "{k: v.d.copy() for k, v in nn.get_parameters(grad_only=False).item
 
 
 @pytest.fixture(scope="module")
-def shell(tmp_path_factory):
+def shell(ipython_dir):
     """IPython as a notebook's kernel runs it, with a private IPYTHONDIR."""
     from IPython.core.interactiveshell import InteractiveShell
 
-    path = tmp_path_factory.mktemp("ipython")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("IPYTHONDIR", str(path))
-        yield InteractiveShell.instance()
+    return InteractiveShell.instance()
 
 
 @pytest.fixture(scope="module")

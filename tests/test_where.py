@@ -96,14 +96,12 @@ def timed_where(view, timeout: float = ANSWER_WITHIN) -> tuple[Stacks, float]:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def cluster(ipython_dir):
     """One 2-engine cluster for the module, with a private IPYTHONDIR."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("IPYTHONDIR", str(tmp_path_factory.mktemp("ipython")))
-        c = Cluster(2, timeout=TIMEOUT, progress=False)
-        c.start()
-        yield c
-        c.stop()
+    c = Cluster(2, timeout=TIMEOUT, progress=False)
+    c.start()
+    yield c
+    c.stop()
 
 
 def wait_for(result, timeout: float = TIMEOUT) -> None:
