@@ -117,6 +117,27 @@ def cluster_status(where: dict, cluster_id: str, timeout: float) -> int:
     return STATUS_CODES[status.state]
 
 
+def cluster_where(where: dict, cluster_id: str, timeout: float) -> int:
+    """Print every engine's Python stack, answered within 2 s busy or not (for a
+    terminal while the notebook waits in a ``%%px`` cell); exit 2 if some did not answer."""
+    from dpnb.cluster import Cluster
+    from dpnb.errors import DpnbError
+    from dpnb.notebook.stacks import where as stacks_of
+
+    cluster = Cluster.attach(**where, cluster_id=cluster_id, timeout=timeout)
+    try:
+        if cluster.view is None:
+            raise DpnbError(f"the cluster has no engines registered; `dpnb cluster status"
+                            f"{_cluster_options(where, cluster_id)}` says what is left of it")
+        stacks = stacks_of(cluster.view)
+    finally:
+        cluster.client.close()  # detached, not stopped
+    print(stacks.table())
+    for rank, text in stacks.stacks.items():
+        print(f"\n## rank {rank}\n{text}")
+    return 2 if stacks.missing else 0
+
+
 def profile_install(ipython_dir: str | None, force: bool) -> int:
     from dpnb.cluster.profile import install
     from dpnb.errors import DpnbError
@@ -161,8 +182,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="default: cudnn where a GPU is usable, else cpu")
     p = commands.add_parser("cluster", help="start, stop or show MPI engines in an IPython profile",
                             description="status exits 0 where the cluster runs, 1 where none "
-                                        "does, 2 where only part of it is left (stop ends that)")
-    p.add_argument("action", choices=["start", "stop", "status"])
+                                        "does, 2 where only part of it is left (stop ends that); "
+                                        "where prints every engine's Python stack, busy or not")
+    p.add_argument("action", choices=["start", "stop", "status", "where"])
     p.add_argument("-n", type=int, default=None,
                    help="engines to start (default: one per GPU, else per CPU core)")
     where = p.add_mutually_exclusive_group()
@@ -198,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cluster(args) -> int:
-    """``dpnb cluster start|stop|status``: a DpnbError is printed, not raised."""
+    """``dpnb cluster start|stop|status|where``: a DpnbError is printed, not raised."""
     from dpnb.errors import DpnbError
 
     where = {"profile_dir": args.profile_dir} if args.profile_dir else {"profile": args.profile}
@@ -211,6 +233,8 @@ def cluster(args) -> int:
                                  shlex.split(args.mpi_args))
         if args.action == "stop":
             return cluster_stop(where, args.cluster_id, args.timeout)
+        if args.action == "where":
+            return cluster_where(where, args.cluster_id, args.timeout)
         return cluster_status(where, args.cluster_id, args.timeout)
     except DpnbError as e:
         print(f"dpnb cluster {args.action}: {e}", file=sys.stderr)

@@ -100,6 +100,26 @@ def test_cluster_start_status_stop(tmp_path):
         assert out.stdout.strip().splitlines()[-1] == "[0, 1]", out.stderr
         status = _dpnb(["cluster", "status"], env)
         assert status.returncode == 0 and "2 MPI engines" in status.stdout
+        busy = textwrap.dedent("""
+            import time
+            import ipyparallel as ipp
+            rc = ipp.Client(profile="mpi", timeout=30)
+            rc[:].execute("import time\\n"
+                          "def busy_rank(seconds):\\n"
+                          "    end = time.monotonic() + seconds\\n"
+                          "    while time.monotonic() < end:\\n"
+                          "        sum(range(1000))\\n"
+                          "busy_rank(20)", block=False)
+            time.sleep(1)  # the cells have started
+            rc.close()
+        """)
+        out = subprocess.run([sys.executable, "-c", busy], env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        where = _dpnb(["cluster", "where"], env)              # a terminal while cells run
+        assert where.returncode == 0, where.stderr
+        assert "2 of 2 ranks answered" in where.stdout
+        assert where.stdout.count("busy_rank") >= 2, where.stdout
     finally:
         stopped = _dpnb(["cluster", "stop"], env)
     assert stopped.returncode == 0, stopped.stderr
