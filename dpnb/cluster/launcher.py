@@ -241,8 +241,10 @@ class Cluster:
         deaths = [str(e[1]) for e in getattr(original, "elist", []) if e[0] == "EngineError"]
         if deaths:
             print("\n".join(deaths) + "\nEngine ids are MPI ranks; under MPI the death of one "
-                  "rank ends them all.  `cluster.restart()` (or `%dpnb restart`) starts fresh "
-                  "engines.", file=sys.stderr)
+                  "rank ends them all.  `cluster.restart(resume=True)` (or `%dpnb restart "
+                  "--resume`) starts fresh engines, replays the journal of %%px cells and "
+                  "restores the last TrainingState commit; `cluster.restart()` starts them "
+                  "empty.", file=sys.stderr)
 
     def _engines_exited(self) -> bool:
         """Whether a local engine launcher process (mpiexec) has exited."""
