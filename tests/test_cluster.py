@@ -277,7 +277,9 @@ def test_engine_dying_mid_cell_raises_and_restart_recovers(cluster, capsys):
     assert time.monotonic() - start < 15
     assert not result.success
     assert re.search(r"Engine [01] died", str(result.error_in_exec.original_error.elist))
-    assert re.search(r"Engine [01] died while running task", capsys.readouterr().err)
+    told = capsys.readouterr().err
+    assert re.search(r"Engine [01] died while running task", told)
+    assert "cluster.restart(resume=True)" in told
     cluster.restart()
     assert gather("40 + 2") == {0: 42, 1: 42}
 
