@@ -571,6 +571,19 @@ cell and is not run again by the restart: running it again continues from the co
 ("code", r"""
 %%px
 state = dpnb.TrainingState(solver=solver, step=0)
+
+
+def train_until(steps):  # train until state.step reaches steps, committing every 10
+    while state.step < steps:
+        loss.forward()
+        solver.zero_grad()
+        loss.backward()
+        comm.all_reduce([x.grad for x in nn.get_parameters().values()], division=True)
+        solver.update()
+        state.step += 1
+        if state.step % 10 == 0:
+            state.commit()
+    print(f"step {state.step}, loss {float(loss.d):.4f}, last commit {state.committed}")
 """, None),
 ("md", r"""
 The training cell: 25 steps, committing every 10.
@@ -579,16 +592,7 @@ The training cell: 25 steps, committing every 10.
 """),
 ("code", r"""
 %%px
-while state.step < 25:
-    loss.forward()
-    solver.zero_grad()
-    loss.backward()
-    comm.all_reduce([x.grad for x in nn.get_parameters().values()], division=True)
-    solver.update()
-    state.step += 1
-    if state.step % 10 == 0:
-        state.commit()
-print(f"step {state.step}, loss {float(loss.d):.4f}, last commit {state.committed}")
+train_until(25)
 """, None),
 ("md", r"""
 The journal so far (the `%dpnb` magics come with `%load_ext dpnb`):
@@ -630,16 +634,7 @@ there and ends with exactly the parameters the engines had before one of them di
 """),
 ("code", r"""
 %%px
-while state.step < 25:
-    loss.forward()
-    solver.zero_grad()
-    loss.backward()
-    comm.all_reduce([x.grad for x in nn.get_parameters().values()], division=True)
-    solver.update()
-    state.step += 1
-    if state.step % 10 == 0:
-        state.commit()
-print(f"step {state.step}, loss {float(loss.d):.4f}, last commit {state.committed}")
+train_until(25)
 """, None),
 ("code", r"""
 resumed = dpnb.gather("nn.get_parameters()")
