@@ -86,6 +86,12 @@ class FakeClient:
     def __init__(self):
         self.outstanding = set()
         self.metadata = {}
+        self.arriving = {}  # msg_id -> data that ``spin`` (IOPub flushed) delivers
+
+    def spin(self):
+        for msg_id, data in self.arriving.items():
+            self.metadata.setdefault(msg_id, {"data": {}})["data"].update(data)
+        self.arriving = {}
 
 
 def _report(rank, step, total=4):
@@ -112,6 +118,22 @@ def test_progress_monitor_follows_a_run():
     assert len(monitor.runs) == 1 and monitor._run is None
     run = monitor.runs[0]
     assert run.steps == {0: 4, 1: 4} and run.total == 4 and run.losses[0][-1] == (4, 0.25)
+
+
+def test_after_cell_finishes_a_run_whose_reports_came_with_the_results():
+    """A short loop: the monitor's thread saw the task but none of its reports, which
+    the client takes in only when it flushes IOPub with the results; the hook must
+    finish the run in this cell (its bar and curve would land in the next one)."""
+    client = FakeClient()
+    monitor = ProgressMonitor(client, display=False, grace=60)
+    client.outstanding = {"a"}
+    client.metadata = {"a": {"data": {}}}
+    monitor.poll()                                             # the thread: running, no report
+    client.outstanding = set()
+    client.arriving = {"a": _report(0, 4)}
+    monitor.after_cell()
+    assert len(monitor.runs) == 1 and monitor._run is None
+    assert monitor.runs[0].steps == {0: 4}
 
 
 def test_progress_monitor_gives_up_after_grace():

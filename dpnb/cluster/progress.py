@@ -67,13 +67,17 @@ class ProgressMonitor:
                 logging.getLogger(__name__).debug("progress update failed", exc_info=True)
 
     def after_cell(self, result=None) -> None:
-        """IPython's post_run_cell hook: finish a run whose tasks are done, so that its last
-        bar and curve updates land in the cell that ran it rather than in the next one."""
+        """IPython's post_run_cell hook: take in the reports that came with the cell's
+        results (flushing the client's IOPub) and finish the run they belong to, so that
+        its bar and curve land in the cell that ran it, not in the next one: the
+        monitor's thread may not have looked since they arrived."""
         deadline = time.monotonic() + self.grace
-        while self._run is not None and time.monotonic() < deadline:
-            if self._tasks & set(self.client.outstanding):
-                return                                         # still running (non-blocking)
+        while True:
+            self.client.spin()
             self.poll()
+            if (self._run is None or self._tasks & set(self.client.outstanding)
+                    or time.monotonic() >= deadline):
+                return                     # nothing reported, still running, or given up
             time.sleep(0.02)
 
     def poll(self) -> None:
