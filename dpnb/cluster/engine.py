@@ -138,6 +138,9 @@ def main(argv: list[str] | None = None) -> None:
     namespace = {"rank": rank, "size": size, "local_rank": local_rank}
     app = IPEngine.instance(use_mpi=True, id=rank, user_ns=namespace)
     app.initialize(argv)
+    # the shell exists once the engine has registered; its start-up lines run then
+    app.config.IPKernelApp.exec_lines.append(
+        '__import__("dpnb.cluster.brief_errors").cluster.brief_errors.install(get_ipython())')
     app.start()
 
 

@@ -33,8 +33,12 @@ _ipp_log.propagate = False
 _ipp_log.setLevel(logging.WARNING)  # at DEBUG, launchers copy engine output to stderr
 
 NO_TASK_BAR = 10**7  # seconds
+NO_CLUSTER = ("no cluster is running in this process; start one with `cluster = dpnb.start(n=2)` "
+              "or `%dpnb start -n 2`, or attach one started elsewhere (`dpnb cluster start`, "
+              "the IPython Clusters panel) with `cluster = dpnb.Cluster.attach('mpi')`")
 _running: weakref.WeakSet[Cluster] = weakref.WeakSet()
 _current: Cluster | None = None
+_activated = weakref.WeakSet()   # the views clusters of this process activated for %%px
 
 
 def default_n() -> int:
@@ -187,17 +191,8 @@ class Cluster:
 
         self.ipp.start_engines_sync(self.n)
         self._remember_processes()
-        waiting = self.client.wait_for_engines(self.n, timeout=self.timeout, block=False,
-                                               interactive=False)
-        deadline = time.monotonic() + self.timeout + 5
         try:
-            while not waiting.done():
-                if self._engines_exited():
-                    raise EngineError("the engine launcher (mpiexec) exited")
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"no answer from wait_for_engines in {self.timeout:g} s")
-                time.sleep(0.1)
-            waiting.result()
+            self._wait_for_engines(self.timeout)
         except (TimeoutError, EngineError) as e:
             raise DpnbError(f"{self.n} engines did not start within {self.timeout:g} s ({e}); "
                             f"the end of the engine log:\n{self.log_tail()}") from None
@@ -208,18 +203,40 @@ class Cluster:
         self._remember_processes()
         self._open_view(ids)
 
-    def _open_view(self, ids: list[int]) -> None:
-        """The blocking, rank-ordered view; ``%%px`` and the progress display where IPython runs."""
+    def _wait_for_engines(self, timeout: float) -> None:
+        """Wait until ``n`` engines are registered; TimeoutError after ``timeout``, EngineError
+        where a local engine launcher (mpiexec) exits first."""
+        from ipyparallel.error import EngineError
+
+        waiting = self.client.wait_for_engines(self.n, timeout=timeout, block=False,
+                                               interactive=False)
+        deadline = time.monotonic() + timeout + 5
+        while not waiting.done():
+            if self._engines_exited():
+                raise EngineError("the engine launcher (mpiexec) exited")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no answer from wait_for_engines in {timeout:g} s")
+            time.sleep(0.1)
+        waiting.result()
+
+    def _open_view(self, ids: list[int], activate: bool = True) -> None:
+        """The blocking, rank-ordered view; with ``activate``, ``%%px`` and the progress
+        display where IPython runs."""
         self.view = self.client.direct_view(targets=ids)
         self.view.block = True
-        shell = _ipython()
+        shell = _ipython() if activate else None
         if shell is None:
             return
         self.view.activate()
+        _activated.add(self.view)
         # ipyparallel shows a task bar with timings in cells running over 2 s, which makes
         # stored notebook outputs differ from run to run; a delay longer than any cell keeps
         # its wait for the result and then for all output, without the bar.
-        shell.magics_manager.registry["ParallelMagics"].progress_after_seconds = NO_TASK_BAR
+        magics = shell.magics_manager.registry["ParallelMagics"]
+        magics.progress_after_seconds = NO_TASK_BAR
+        # the ranks' output in rank order once the cell is done (ipyparallel streams it
+        # in arrival order by default); `%pxconfig --stream` streams it
+        magics.stream_output = False
         if self.progress and self._monitor is None:
             from .progress import ProgressMonitor
 
@@ -283,44 +300,75 @@ class Cluster:
     @classmethod
     def attach(cls, profile: str | None = "mpi", cluster_id: str = "", timeout: float = 60.0,
                *, profile_dir: str | None = None) -> Cluster:
-        """A cluster started by another process (``dpnb cluster start``, ipcluster).
+        """A cluster started by another process (``dpnb cluster start``, ipcluster, the
+        IPython Clusters panel), made this process's current cluster (``%%px``, ``dpnb.gather``).
 
-        Where its engines died it is attached but not ``running``: ``restart()``
-        starts engines, ``stop()`` ends it.  A DpnbError says what to do where no
-        cluster runs or its controller is gone."""
-        import ipyparallel as ipp
+        Waits up to ``timeout`` for a controller that is still starting and for engines
+        that are still registering.  Where its engines died it is attached but not
+        ``running``: ``restart()`` starts engines, ``stop()`` ends it.  A DpnbError says
+        what to do where no cluster runs, its controller is gone or its engines do not come."""
+        global _current
+        self = cls._connect(profile, cluster_id, timeout, profile_dir=profile_dir, wait=True)
+        if self.client.ids:
+            self._open_view(sorted(self.client.ids))
+        _current = self
+        return self
 
+    @classmethod
+    def _connect(cls, profile: str | None, cluster_id: str, timeout: float, *,
+                 profile_dir: str | None, wait: bool) -> Cluster:
+        """A client of a cluster started elsewhere, without a view; with ``wait``, after
+        up to ``timeout`` for its controller to come up and its engines to register."""
+        deadline = time.monotonic() + timeout
         where = _profile_path(profile, profile_dir)
         left = processes.find(where, cluster_id)
+        while wait and _controller_starting(left) and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = processes.find(where, cluster_id)
         if left.controller is None:
+            if wait and _controller_starting(left):
+                raise DpnbError(f"the controller of the cluster in {_where(where, cluster_id)} "
+                                f"did not come up within {timeout:g} s of attaching; attach "
+                                f"again with a longer timeout, or "
+                                f"{_stop_hint(where, cluster_id)} ends the cluster")
             raise DpnbError(_not_running(left))
-        try:
-            loaded = ipp.Cluster.from_file(profile_dir=str(where), cluster_id=cluster_id,
-                                           log=_ipp_log)
-        except (OSError, ValueError) as e:
-            raise DpnbError(f"the cluster file of the cluster in {_where(where, cluster_id)} "
-                            f"cannot be read ({e}); {_stop_hint(where, cluster_id)} ends its "
-                            f"processes: {left.describe()}") from None
-        if loaded.controller is None or loaded.controller.pid != left.controller.pid:
-            raise DpnbError(f"the cluster file of {_where(where, cluster_id)} does not name "
-                            f"its running controller (pid {left.controller.pid}); "
-                            f"{_stop_hint(where, cluster_id)} ends its processes: "
-                            f"{left.describe()}")
-        ours = {p.pid for p in left.processes}
-        for engine_set_id, engine_set in list(loaded.engines.items()):
-            if engine_set.pid not in ours:              # its pid was reused since: not ours
-                loaded.engines.pop(engine_set_id)
-        n = sum(es.n for es in loaded.engines.values()) or loaded.n
+        loaded = _load_cluster_file(where, cluster_id, left)
+        record_n = left.record.n if left.record is not None else None
+        n = sum(es.n for es in loaded.engines.values()) or loaded.n or record_n
         self = cls(max(n or 1, 1), profile=profile, profile_dir=profile_dir, timeout=timeout,
                    progress=False, stop_at_exit=False)
         self.ipp = loaded
         self._record = left.record
         self._processes = list(left.processes)
+        # a controller that has not written its connection files yet gets the rest of the time
+        loaded.controller.connection_info_timeout = max(deadline - time.monotonic(), 1.0)
         self.client = self._connect_client()
-        ids = sorted(self.client.ids)
-        if ids:
-            self._open_view(ids)
+        if wait and (loaded.engines or _starter_alive(left.record)):
+            self._await_engines(where, cluster_id, deadline, timeout)
         return self
+
+    def _await_engines(self, where, cluster_id: str, deadline: float, timeout: float) -> None:
+        """Wait until the ``n`` engines of an attached cluster have registered (or its
+        engine launcher exits, or ``deadline`` passes: then a DpnbError that says what to do)."""
+        from ipyparallel.error import EngineError
+
+        try:
+            self._wait_for_engines(max(deadline - time.monotonic(), 0.0))
+        except (TimeoutError, EngineError) as e:
+            registered = len(self.client.ids)
+            self.client.close()
+            hint = _attach_hint(where, cluster_id).rstrip(")`")
+            raise DpnbError(
+                f"{registered} of the {self.n} engines of the cluster in "
+                f"{_where(where, cluster_id)} registered within {timeout:g} s of attaching "
+                f"({e}).  Engines that are still starting (a fresh cluster's take several "
+                f"seconds) come with a longer timeout: {hint}, timeout=120)`; engines that "
+                f"failed show why in their log below; {_stop_hint(where, cluster_id)} ends the "
+                f"cluster.\nThe end of the engine log:\n{self.log_tail()}") from None
+        if not self.ipp.engines:   # attached while the starter had not started them yet
+            self.ipp.engines = _load_cluster_file(where, cluster_id,
+                                                  processes.find(where, cluster_id)).engines
+        self._processes = list(processes.find(where, cluster_id, extra=self._processes).processes)
 
     def log_tail(self, lines: int = 30) -> str:
         """The last lines of the engines' output (the controller's if there are no engines).
@@ -549,6 +597,54 @@ def _profile_path(profile: str | None, profile_dir: str | os.PathLike | None):
     return str(named_profile_dir(name=profile or "default"))
 
 
+def _controller_starting(left: processes.Footprint) -> bool:
+    """Whether a cluster's controller is on its way: a start recorded with no process yet,
+    or a controller that runs before ipyparallel has written the cluster file."""
+    if left.starting:
+        return True
+    return (left.controller is not None
+            and not processes.cluster_file(left.profile_dir, left.cluster_id).exists())
+
+
+def _starter_alive(record: processes.Record | None) -> bool:
+    """Whether the process that recorded a cluster's start still runs (it may be starting
+    the engines)."""
+    import psutil
+
+    if record is None:
+        return False
+    try:
+        starter = psutil.Process(record.starter.pid)
+        same = abs(starter.create_time() - record.starter.start_time) <= processes.SAME_START
+    except psutil.Error:
+        return False
+    return same and processes.alive(starter)
+
+
+def _load_cluster_file(where, cluster_id: str, left: processes.Footprint):
+    """ipyparallel's Cluster of a running cluster, from its file, with only the engine sets
+    whose processes are the cluster's; a DpnbError where the file is unreadable or stale."""
+    import ipyparallel as ipp
+
+    try:
+        loaded = ipp.Cluster.from_file(profile_dir=str(where), cluster_id=cluster_id,
+                                       log=_ipp_log)
+    except (OSError, ValueError) as e:
+        raise DpnbError(f"the cluster file of the cluster in {_where(where, cluster_id)} "
+                        f"cannot be read ({e}); {_stop_hint(where, cluster_id)} ends its "
+                        f"processes: {left.describe()}") from None
+    if loaded.controller is None or loaded.controller.pid != left.controller.pid:
+        raise DpnbError(f"the cluster file of {_where(where, cluster_id)} does not name "
+                        f"its running controller (pid {left.controller.pid}); "
+                        f"{_stop_hint(where, cluster_id)} ends its processes: "
+                        f"{left.describe()}")
+    ours = {p.pid for p in left.processes}
+    for engine_set_id, engine_set in list(loaded.engines.items()):
+        if engine_set.pid not in ours:              # its pid was reused since: not ours
+            loaded.engines.pop(engine_set_id)
+    return loaded
+
+
 def _where(profile_dir, cluster_id: str) -> str:
     """"profile 'mpi'" or "profile directory /x", with a cluster id that is not empty."""
     name = name_of(profile_dir)
@@ -616,7 +712,8 @@ def stop_cluster(profile: str | None = "mpi", cluster_id: str = "", timeout: flo
         raise DpnbError(f"no cluster is running in {_where(where, cluster_id)}; nothing to stop")
     if left.controller is not None:
         try:
-            Cluster.attach(profile, cluster_id, timeout, profile_dir=profile_dir).stop()
+            Cluster._connect(profile, cluster_id, timeout, profile_dir=profile_dir,
+                             wait=False).stop()
         except Exception as e:  # the processes are ended below all the same
             log.warning("stopping the cluster in %s through its controller failed (%s); "
                         "ending its processes", _where(where, cluster_id),
@@ -648,7 +745,9 @@ def cluster_status(profile: str | None = "mpi", cluster_id: str = "", timeout: f
     left = processes.find(where, cluster_id)
     if left.controller is None:
         return Status("no controller" if left.processes else "not running", _not_running(left))
-    cluster = Cluster.attach(profile, cluster_id, timeout, profile_dir=profile_dir)
+    cluster = Cluster._connect(profile, cluster_id, timeout, profile_dir=profile_dir, wait=False)
+    if cluster.client.ids:
+        cluster._open_view(sorted(cluster.client.ids), activate=False)
     named = _where(where, cluster_id)
     try:
         if not cluster.running:
@@ -681,21 +780,35 @@ def start(n: int | None = None, **options) -> Cluster:
     """Start ``n`` MPI engines (default: one per GPU, else per CPU core) and return the cluster.
 
     Options are those of ``Cluster``.  The cluster becomes the one that
-    ``dpnb.gather`` and the ``%dpnb`` magics use."""
+    ``dpnb.gather`` and the ``%dpnb`` magics use.  Refused while a cluster started or
+    attached by this process runs: one process drives one cluster."""
+    running = active()
+    if running is not None:
+        where = _where(running.ipp.profile_dir, running.ipp.cluster_id)
+        raise DpnbError(f"a cluster is already running in this process: {running!r} in {where}. "
+                        "Use it (`cluster = dpnb.current()`), give it fresh engines with "
+                        "`cluster.restart()`, or call `cluster.stop()` before starting another")
     return Cluster(n, **options).start()
 
 
 def active() -> Cluster | None:
-    """The cluster started last in this process if it is running, else None."""
+    """The cluster started or attached last in this process if it is running, else None."""
     return _current if _current is not None and _current.running else None
 
 
 def current() -> Cluster:
-    """The cluster started last in this process, or an error that says how to start one."""
+    """The cluster started or attached last in this process, or an error that says how to
+    start or attach one."""
     if active() is None:
-        raise DpnbError("no cluster is running in this process; start one with "
-                        "`cluster = dpnb.start(n=2)` or `%dpnb start -n 2`")
+        raise DpnbError(NO_CLUSTER)
     return _current
+
+
+def stopped_view(view) -> bool:
+    """Whether ``view`` was activated for ``%%px`` by a cluster of this process that no
+    longer runs it (stopped, or given another view by a restart)."""
+    running = active()
+    return view in _activated and (running is None or running.view is not view)
 
 
 def stop_current() -> None:

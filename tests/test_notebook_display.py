@@ -1,0 +1,76 @@
+"""What a notebook shows from ``%%px`` cells on a real 2-engine cluster: output in rank
+order, communicator errors as the message and the cell line, other errors in full."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from dpnb.cluster import Cluster
+
+TIMEOUT = 60
+SETUP = """\
+import numpy as np
+import nnabla as nn
+import nnabla.communicators as C
+from nnabla.ext_utils import get_extension_context
+comm = C.MultiProcessCommunicator(get_extension_context("cpu"))
+comm.init()
+"""
+
+
+@pytest.fixture(scope="module")
+def shell(ipython_dir):
+    """An IPython shell with ``%%px`` on a 2-engine cluster, as a notebook has it."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ip = InteractiveShell.instance()
+    cluster = Cluster(2, timeout=TIMEOUT, progress=False)
+    cluster.start()
+    cluster.view.execute(SETUP, block=False).get(timeout=TIMEOUT)
+    yield ip
+    cluster.stop()
+
+
+def test_px_output_in_rank_order(shell, capsys):
+    """Rank 1 prints first; the cell still shows rank 0's output first."""
+    result = shell.run_cell("%%px\nimport time\ntime.sleep(0.0 if rank else 1.0)\n"
+                            "print('line from rank', rank)")
+    assert result.success
+    out = capsys.readouterr().out
+    assert out.index("line from rank 0") < out.index("line from rank 1")
+    assert "[stdout:0] \nline from rank 0\n[stdout:1] \nline from rank 1" in out
+
+
+def test_mismatched_collective_shows_message_and_cell_line(shell, capsys):
+    cell = ("%%px\nx = nn.NdArray.from_numpy_array(np.ones(3 + rank, np.float32))\n"
+            "comm.all_reduce([x])")
+    result = shell.run_cell(cell)
+    assert not result.success
+    err = capsys.readouterr()
+    shown = err.out + err.err
+    blocks = dict(re.findall(r"\[(\d):execute\]:?\n(.*?)(?=\n\[\d:execute\]|\Z)", shown,
+                             flags=re.S))
+    assert sorted(blocks) == ["0", "1"], shown
+    for block in blocks.values():
+        frames, message = block.split("AgreementError: ")
+        assert frames.strip().splitlines() == ["Cell In[%s], line 2" % frames.split("[")[1]
+                                               .split("]")[0], "----> comm.all_reduce([x])"]
+        assert "rank 0: all_reduce(group='world', [float32[3]]" in message
+        assert "rank 1: all_reduce(group='world', [float32[4]]" in message
+    assert "dpnb/communicators" not in shown
+    # the communicator stays usable: the agreement check ran before any data moved
+    assert shell.run_cell("%%px\ncomm.all_reduce([nn.NdArray.from_numpy_array("
+                          "np.ones(2, np.float32))])").success
+
+
+def test_other_errors_keep_full_traceback(shell, capsys):
+    cell = "%%px\ndef inner():\n    return 1 / 0\ninner()"
+    assert not shell.run_cell(cell).success
+    err = capsys.readouterr()
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", err.out + err.err)  # IPython's colours
+    for rank in (0, 1):
+        block = shown.split(f"[{rank}:execute]")[1]
+        assert "Traceback (most recent call last)" in block
+        assert "----> 3 inner()" in block and "----> 2     return 1 / 0" in block
+        assert "ZeroDivisionError: division by zero" in block
