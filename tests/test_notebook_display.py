@@ -1,12 +1,15 @@
-"""What a notebook shows from ``%%px`` cells on a real 2-engine cluster: output in rank
-order, communicator errors as the message and the cell line, other errors in full."""
+"""What a notebook shows: from ``%%px`` cells on a real 2-engine cluster, output in rank
+order, communicator errors as the message and the cell line, other errors in full; and
+arrays of one value to the same four digits as longer ones."""
 from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from dpnb.cluster import Cluster
+from dpnb.notebook.inspect import summarize
 
 TIMEOUT = 60
 SETUP = """\
@@ -74,3 +77,10 @@ def test_other_errors_keep_full_traceback(shell, capsys):
         assert "Traceback (most recent call last)" in block
         assert "----> 3 inner()" in block and "----> 2     return 1 / 0" in block
         assert "ZeroDivisionError: division by zero" in block
+
+
+def test_single_values_to_four_digits():
+    assert summarize(np.array(3.5974698066711426, np.float32)) == "float32() [3.5975]"
+    assert summarize(np.array([0.000695423])) == "float64(1,) [0.0007]"
+    assert summarize(np.zeros(0, np.int64)) == "int64(0,) []"
+    assert summarize(np.array([3.5974698, 1.0])).endswith("[3.5975, 1.    ]")

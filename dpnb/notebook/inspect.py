@@ -32,8 +32,9 @@ def summarize(value, values: int = 4) -> str:
         norm = float(np.linalg.norm(flat.astype(np.float64))) if flat.dtype.kind in "fiub" else "-"
         norm = f"{norm:.6g}" if isinstance(norm, float) else norm
         return f"{value.dtype}{tuple(value.shape)} norm={norm} [{head}{more}]"
-    if isinstance(value, np.ndarray):
-        return f"{value.dtype}{tuple(value.shape)} {value.reshape(-1)[:1].tolist()}"
+    if isinstance(value, np.ndarray):  # one value (or none), to the same 4 digits
+        head = np.array2string(value.reshape(-1), precision=4, separator=", ")
+        return f"{value.dtype}{tuple(value.shape)} {head}"
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
