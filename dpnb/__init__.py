@@ -22,7 +22,8 @@ __all__ = [
 ]
 
 # The cluster and notebook helpers load on first use, so that `import dpnb` stays light.
-_LAZY = {"start": "dpnb.cluster", "Cluster": "dpnb.cluster", "gather": "dpnb.notebook",
+_LAZY = {"start": "dpnb.cluster", "current": "dpnb.cluster", "Cluster": "dpnb.cluster",
+         "gather": "dpnb.notebook",
          "gather_grads": "dpnb.notebook", "compare": "dpnb.notebook",
          "check_sync": "dpnb.notebook", "where": "dpnb.notebook",
          "load_ipython_extension": "dpnb.notebook",

@@ -1,0 +1,140 @@
+"""Attaching to a cluster started by another process while its engines still register,
+the helpers and ``%%px`` on it, one cluster per process for ``dpnb.start``, and the
+``%%px`` that ``%load_ext dpnb`` gives before any cluster exists."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+import dpnb
+from dpnb.cluster import Cluster, launcher, processes
+from dpnb.errors import DpnbError
+from dpnb.notebook import check_sync, gather
+
+TIMEOUT = 60
+
+
+@pytest.fixture(scope="module")
+def shell(ipython_dir):
+    """An IPython shell with ``%load_ext dpnb``, as a notebook has it."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "dpnb")
+    yield ip
+    launcher.stop_current()
+
+
+def start_elsewhere(profile_dir, tmp_path):
+    """``dpnb cluster start -n 2`` in a process of its own, as a terminal runs it."""
+    with open(tmp_path / "cluster-start.log", "w") as log:
+        return subprocess.Popen([sys.executable, "-m", "dpnb.cli", "cluster", "start", "-n", "2",
+                                 "--profile-dir", str(profile_dir), "--timeout", str(TIMEOUT)],
+                                stdout=log, stderr=subprocess.STDOUT)
+
+
+def wait_for(path, timeout: float = TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} did not appear in {timeout} s"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def elsewhere(ipython_dir, tmp_path):
+    """A profile directory where another process is starting a cluster; stopped after the test."""
+    profile_dir = tmp_path / "profile_elsewhere"
+    profile_dir.mkdir()
+    starter = start_elsewhere(profile_dir, tmp_path)
+    yield profile_dir, starter
+    try:
+        starter.wait(timeout=TIMEOUT + 30)
+    finally:
+        left = processes.find(profile_dir, "")
+        if left.processes or left.files:
+            launcher.stop_cluster(profile_dir=str(profile_dir))
+        assert not processes.find(profile_dir, "").processes
+
+
+def test_px_before_any_cluster_says_how_to_get_one(shell):
+    assert launcher.active() is None
+    for cell in ("%%px\nprint(rank)\n", "%px print(rank)\n"):
+        result = shell.run_cell(cell)
+        error = result.error_in_exec
+        assert isinstance(error, DpnbError)
+        assert "dpnb.start(n=2)" in str(error) and "%dpnb start" in str(error)
+        assert "dpnb.Cluster.attach('mpi')" in str(error)
+
+
+def test_attach_while_engines_register_then_helpers_px_and_stop(shell, elsewhere):
+    profile_dir, _ = elsewhere
+    wait_for(processes.record_path(profile_dir, ""))     # the start is recorded: no controller yet
+    began = time.monotonic()
+    cluster = Cluster.attach(profile_dir=str(profile_dir), timeout=TIMEOUT)
+    waited = time.monotonic() - began
+    assert cluster.running and sorted(cluster.client.ids) == [0, 1] and cluster.n == 2
+    assert waited > 0.5, "the engines were registered before attach began: nothing was waited for"
+    assert cluster.view.pull(["rank", "size"]) == [[0, 2], [1, 2]]
+
+    # the attached cluster is the current one: helpers without a view use it
+    assert dpnb.current() is cluster and launcher.active() is cluster
+    assert gather("rank") == {0: 0, 1: 1}
+    report = check_sync()
+    assert report.in_sync and report.ranks == [0, 1]
+
+    # %%px on it: ipyparallel's magics replaced the placeholder
+    result = shell.run_cell("%%px\nvalue = 10 * rank + 1\n")
+    assert result.success, result.error_in_exec
+    assert cluster.view.pull("value") == [1, 11]
+
+    # one cluster per process: a start is refused while the attached one runs
+    with pytest.raises(DpnbError, match=r"(?s)already running in this process.*"
+                                        r"dpnb.current\(\).*restart\(\).*stop\(\)"):
+        dpnb.start(n=2, timeout=TIMEOUT)
+    assert gather("value") == {0: 1, 1: 11}
+
+    shell.user_ns["attached"] = cluster
+    assert shell.run_cell("attached.stop()").success
+    assert not cluster.running and launcher.active() is None
+    error = shell.run_cell("%%px\nprint(rank)\n").error_in_exec
+    assert isinstance(error, DpnbError) and "dpnb.start(n=2)" in str(error)
+    with pytest.raises(DpnbError, match=r"no cluster is running in this process.*attach"):
+        check_sync()
+
+
+def test_attach_with_a_too_short_timeout_says_what_to_do(elsewhere):
+    profile_dir, starter = elsewhere
+    wait_for(processes.cluster_file(profile_dir, ""))
+    for path in processes.connection_files(profile_dir, ""):
+        wait_for(path)
+    with pytest.raises(DpnbError) as raised:
+        Cluster.attach(profile_dir=str(profile_dir), timeout=0.2)
+    message = str(raised.value)
+    assert "of the 2 engines of the cluster in" in message and "within 0.2 s" in message
+    assert "timeout=120)" in message and "dpnb cluster stop --profile-dir" in message
+    assert "The end of the engine log:" in message
+    assert launcher.active() is None
+    assert starter.wait(timeout=TIMEOUT + 30) == 0           # the cluster started all the same
+    cluster = Cluster.attach(profile_dir=str(profile_dir), timeout=TIMEOUT)
+    try:
+        assert gather("rank") == {0: 0, 1: 1}
+    finally:
+        cluster.stop()
+
+
+def test_start_twice_refuses_and_the_first_keeps_working(ipython_dir, tmp_path):
+    first = dpnb.start(n=2, timeout=TIMEOUT, progress=False, profile_dir=str(tmp_path))
+    try:
+        with pytest.raises(DpnbError) as raised:
+            dpnb.start(n=2, timeout=TIMEOUT)
+        message = str(raised.value)
+        assert repr(first) in message and f"profile directory {tmp_path}" in message
+        assert "dpnb.current()" in message and "cluster.restart()" in message
+        assert "cluster.stop()" in message
+        assert len(first.client.ids) == 2 and gather("rank") == {0: 0, 1: 1}
+    finally:
+        first.stop()
+    assert launcher.active() is None
