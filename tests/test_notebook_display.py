@@ -3,7 +3,10 @@ order, communicator errors as the message and the cell line, other errors in ful
 arrays of one value to the same four digits as longer ones."""
 from __future__ import annotations
 
+import os
 import re
+import stat
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -84,3 +87,19 @@ def test_single_values_to_four_digits():
     assert summarize(np.array([0.000695423])) == "float64(1,) [0.0007]"
     assert summarize(np.zeros(0, np.int64)) == "int64(0,) []"
     assert summarize(np.array([3.5974698, 1.0])).endswith("[3.5975, 1.    ]")
+
+
+def test_cluster_files_owner_only_and_removed_at_stop(shell):
+    """The cluster file is the owner's while the cluster runs; at stop, no file of it is
+    left in the profile, the controller's engine table in its log folder included."""
+    c = Cluster(2, timeout=TIMEOUT, progress=False, cluster_id="display-files")
+    c.start()
+    profile = Path(c.ipp.profile_dir)
+    try:
+        assert stat.S_IMODE(os.stat(c.ipp.cluster_file).st_mode) == 0o600
+        assert (profile / "log" / "enginesdisplay-files.json").exists()
+    finally:
+        c.stop()
+    left = [p.name for p in (profile / "log").iterdir()] + \
+        [p.name for p in (profile / "security").iterdir()]
+    assert not [name for name in left if "display-files" in name], left

@@ -143,14 +143,15 @@ class Cluster:
         _running.add(self)
         try:
             self.ipp.start_controller_sync()
+            if self.ipp.cluster_file and os.path.exists(self.ipp.cluster_file):
+                # process ids and paths: the owner's business; rewrites keep the mode
+                os.chmod(self.ipp.cluster_file, 0o600)
             self._remember_processes()
             self.client = self._connect_client()
             self._start_engines()
         except BaseException:
             self.stop()
             raise
-        if self.ipp.cluster_file and os.path.exists(self.ipp.cluster_file):
-            os.chmod(self.ipp.cluster_file, 0o600)  # process ids and paths: the owner's business
         _current = self
         return self
 

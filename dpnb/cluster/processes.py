@@ -42,10 +42,16 @@ def connection_files(profile_dir: str | os.PathLike, cluster_id: str) -> list[Pa
     return [security / f"{prefix}-{kind}.json" for kind in ("client", "engine")]
 
 
+def engine_state_file(profile_dir: str | os.PathLike, cluster_id: str) -> Path:
+    """The controller's engine id table, which ipyparallel writes in the profile's log
+    folder and never removes (one more file per start)."""
+    return Path(profile_dir) / "log" / f"engines{cluster_id}.json"
+
+
 def cluster_files(profile_dir: str | os.PathLike, cluster_id: str) -> list[Path]:
     """Every file a cluster leaves in its profile while it runs."""
     return [record_path(profile_dir, cluster_id), cluster_file(profile_dir, cluster_id),
-            *connection_files(profile_dir, cluster_id)]
+            *connection_files(profile_dir, cluster_id), engine_state_file(profile_dir, cluster_id)]
 
 
 def _same_process(pid: int, start_time: float):
