@@ -118,6 +118,12 @@ class _Board:
     def entries(self, ranks):
         return {r: _entry(r, None, None, 0, 0.0) for r in ranks}
 
+    def local_peer_broken(self, group):
+        return False
+
+    def broken_peers(self, ranks):
+        return []
+
 
 def _wait(guard, seconds):
     start = time.monotonic()

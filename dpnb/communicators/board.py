@@ -3,8 +3,9 @@ rank kept waiting can tell which ranks have not arrived and where they are.
 
 Every rank owns one slot of ``SLOT_WORDS`` int64 words: a table of the groups
 it has used (``stable_hash`` of the name, collectives entered in it), the
-monotonic time of its last entry, and a header word naming that entry's
-operation and table row.  Publishing is a few stores into memory the rank
+monotonic time of its last entry, a header word naming that entry's
+operation and table row, and a word saying whether (and why) the rank's
+communicator broke in that entry, so that its peers stop waiting for it.  Publishing is a few stores into memory the rank
 holds anyway, no MPI call (about 0.2 us): the count, the time, then the header,
 so that a reader that sees a new header sees the count and time that go with
 it (x86 makes stores visible in order; elsewhere a read racing a write may,
@@ -29,10 +30,12 @@ import numpy as np
 
 from .agreement import OPERATIONS, stable_hash
 
-HEADER, TIME, CLOCK_OFFSET, FULL = range(4)  # FULL: more groups used than rows
-TABLE = 4                 # then rows of (group hash, collectives entered in it)
-ROWS = 30                 # the last row is shared by the groups beyond the others
-SLOT_WORDS = TABLE + 2 * ROWS  # 64 words, 512 bytes per rank
+HEADER, TIME, CLOCK_OFFSET, FULL, BROKEN = range(5)  # FULL: more groups used than rows
+TABLE = 5                 # then rows of (group hash, collectives entered in it)
+ROWS = 29                 # the last row is shared by the groups beyond the others
+SLOT_WORDS = TABLE + 2 * ROWS  # 63 words, 504 bytes per rank
+# Why a rank's communicator broke (its BROKEN word is the index + 1; 0: not broken).
+BREAKS = ("failed", "was interrupted", "timed out", "stopped because another rank broke")
 REMOTE_PATIENCE = 0.1     # seconds a read waits for the slots of ranks on other hosts
 REMOTE_FRESH = 1.0        # seconds after its start a remote read's result is still used
 _CODES = {name: code << 8 for code, name in enumerate(OPERATIONS, 1)}  # 0: nothing entered yet
@@ -55,6 +58,7 @@ class Entry:
     ago: float = 0.0           # seconds since it entered, at the read
     counts: Mapping[int, int] = dataclasses.field(default_factory=dict)  # group hash -> entered
     complete: bool = True      # ``counts`` holds every group it used
+    broken: str | None = None  # how its communicator broke in that entry (``BREAKS``), if it did
 
     def entered_in(self, group: str) -> int | None:
         """How many collectives of ``group`` it has entered (its last one's number),
@@ -98,6 +102,7 @@ class Board:
         self._floats = memoryview(mine).cast("B").cast("d")
         self._positions: dict[str, int] = {}  # group name -> the word counting its collectives
         self._lent: dict[int, int] = {}  # group hash -> count, of groups waiting for the last row
+        self._peer_rows: dict[str, np.ndarray] = {}  # group name -> local slots of its others
         self._remote = None
         self._reads: dict[int, tuple] = {}  # world rank -> (request, buffer, start) of a read
         if local.Get_size() < world.Get_size():
@@ -117,6 +122,27 @@ class Board:
         words[position] += 1
         self._floats[TIME] = _monotonic()
         words[HEADER] = _CODES[operation] | position
+
+    def mark_broken(self, why: str) -> None:
+        """Record that this rank's communicator broke in its last entry (``why``, one of
+        ``BREAKS``); the first record stays."""
+        if not self._words[BROKEN]:
+            self._words[BROKEN] = BREAKS.index(why) + 1
+
+    def local_peer_broken(self, group) -> bool:
+        """Whether a member of ``group`` (a ``Group``) on this host has recorded that its
+        communicator broke: a few loads, for the entry of every collective."""
+        rows = self._peer_rows.get(group.name)
+        if rows is None:
+            rows = self._peer_rows[group.name] = np.array(
+                [self._local[r] for r in group.ranks if r != self.rank and r in self._local],
+                np.intp)
+        return bool(self._slots[rows, BROKEN].any())
+
+    def broken_peers(self, ranks: Iterable[int]) -> list[Entry]:
+        """The entries of those of world ``ranks`` whose communicator broke (those on
+        other hosts as far as they can be read without waiting)."""
+        return [e for e in self.entries(ranks, patience=0.0).values() if e.broken]
 
     def entered_at(self) -> float:
         """The monotonic time at which this rank entered its last collective (0 before any)."""
@@ -204,5 +230,6 @@ class Board:
         rows = slot[TABLE:].reshape(ROWS, 2)
         key, sequence = (int(v) for v in slot[(header & 0xFF) - 1:(header & 0xFF) + 1])
         names = {stable_hash(name): name for name in self.groups}
+        broken = BREAKS[int(slot[BROKEN]) - 1] if slot[BROKEN] else None
         return Entry(rank, True, OPERATIONS[(header >> 8) - 1], names.get(key), key, sequence,
-                     float(ago), {int(k): int(n) for k, n in rows if k}, not slot[FULL])
+                     float(ago), {int(k): int(n) for k, n in rows if k}, not slot[FULL], broken)

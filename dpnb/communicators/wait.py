@@ -13,6 +13,11 @@ raises at once, and a deadline is checked.
 ``Guard`` is the one place that waits for a communicator: a failure there (or
 anything raised while data collectives are under way) leaves the ranks out of
 step, so it marks the communicator broken and keeps the abandoned requests.
+It also records the break on the board, where the other ranks look for it
+(every collective's entry reads the slots of its group's ranks on this host,
+and a wait reads every member's slot every ``LOOK_EVERY`` seconds): a rank
+interrupted in a collective its peers never called would otherwise leave them
+waiting for it in their next one until the timeout.
 
 It also reports stalls: each collective is published on the board (board.py)
 as the rank enters it, and a wait that has lasted ``stall_seconds`` since then
@@ -41,6 +46,10 @@ _POLL_SECONDS = 0.5     # poll this long, then sleep between polls
 _FIRST_SLEEP = 50e-6
 _MAX_SLEEP = 5e-3       # the longest sleep between polls
 _STALL_CHECK = 1e-3     # a wait this long asks whether a stall report is due
+LOOK_EVERY = 0.1        # seconds between a wait's readings of its peers' breaks
+# A wait raises for a peer's break seen this long: a timeout or interrupt of its own
+# that comes at nearly the same moment (a signal sent to every rank) is told instead.
+PEER_GRACE = 0.3
 
 
 def timeout_from_env() -> float:
@@ -117,6 +126,8 @@ class Guard:
         self.broken: str | None = None
         self.board = None  # the Board collectives are published on (``attach``)
         self._reported = 0.0  # when the collective last reported was entered (board.entered_at())
+        self._group = None  # the group of the collective entered last (``enter``)
+        self._peer_seen: float | None = None  # when this wait first saw a peer's break
         self._abandoned: list = []  # requests a failure left pending (MPI may still use them)
 
     @property
@@ -139,10 +150,20 @@ class Guard:
         self._stall_seconds = _positive_seconds("comm.stall_seconds", seconds)
 
     def attach(self, board) -> None:
-        """Publish the collectives entered on ``board`` (a ``Board``), and report stalls
-        from it.  ``enter`` becomes the board's own ``publish``: one call per collective."""
+        """Publish the collectives entered and this communicator's break on ``board`` (a
+        ``Board``); report stalls and the breaks of peers from it."""
         self.board = board
-        self.enter = board.publish
+        self.enter = self._enter_on_board
+
+    def _enter_on_board(self, operation: str, group) -> None:
+        """Publish the entry; raise (breaking this communicator too) where a rank of
+        ``group`` on this host has broken its communicator, as it will never take part."""
+        board = self.board
+        board.publish(operation, group)
+        self._group = group
+        self._peer_seen = None
+        if board.local_peer_broken(group):
+            self._raise_if_peer_broke(grace=0.0)
 
     def enter(self, operation: str, group) -> None:
         """Publish that this rank enters collective ``operation`` on ``group`` (a
@@ -182,24 +203,51 @@ class Guard:
             raise
 
     def mark_broken(self, error: BaseException, requests: list) -> None:
+        """Remember the failure ``error`` (the first one), keep ``requests`` that it left
+        pending, and publish the break on the board for the other ranks."""
         self._abandoned.extend(requests)
         if self.broken is None:
             self.broken = str(error) or type(error).__name__
+            if self.board is not None:
+                self.board.mark_broken(_why_broken(error))
+
+    def _raise_if_peer_broke(self, grace: float, now: float = 0.0) -> None:
+        """Raise ``PeerBroken`` (and break this communicator) where a rank of the
+        group of the collective under way has broken its communicator, ``grace``
+        seconds after this wait first saw it."""
+        board, group = self.board, self._group
+        if board is None or group is None:
+            return
+        peers = board.broken_peers(r for r in group.ranks if r != board.rank)
+        if peers and grace > 0:
+            if self._peer_seen is None:
+                self._peer_seen = now
+            if now < self._peer_seen + grace:
+                return
+        if peers:
+            error = PeerBroken(peer_broken_message(peers, group.name))
+            self.mark_broken(error, [])
+            raise error
 
     def _stall(self, now: float) -> float:
-        """Report the collective under way if it has waited ``stall_seconds`` (once, and
-        only below the timeout); when to ask again."""
+        """Raise if a peer broke its communicator (looking every ``LOOK_EVERY`` s), and
+        report the collective under way if it has waited ``stall_seconds`` (once, and
+        only below the timeout); when to be called again."""
         board = self.board
-        if board is None or self._stall_seconds >= self._timeout:
+        if board is None:
             return math.inf
+        self._raise_if_peer_broke(PEER_GRACE, now)
+        look = now + LOOK_EVERY
+        if self._stall_seconds >= self._timeout:
+            return look
         entered = board.entered_at()
         if entered == self._reported:
-            return math.inf
+            return look
         if now < entered + self._stall_seconds:
-            return entered + self._stall_seconds
+            return min(look, entered + self._stall_seconds)
         self._reported = entered
         self._report_stall()
-        return math.inf
+        return look
 
     def _report_stall(self) -> None:
         """Print which ranks of the collective's group have not arrived, and log it where
@@ -211,6 +259,33 @@ class Guard:
         print(message, flush=True)
         if logger.hasHandlers():
             logger.warning(message)
+
+
+class PeerBroken(CommunicatorError):
+    """Another rank of the group broke its communicator, so it will not take part."""
+
+
+def _why_broken(error: BaseException) -> str:
+    """The board's word (``board.BREAKS``) for how ``error`` broke a communicator."""
+    if isinstance(error, PeerBroken):
+        return "stopped because another rank broke"
+    if isinstance(error, KeyboardInterrupt):
+        return "was interrupted"
+    if isinstance(error, CommunicatorTimeout):
+        return "timed out"
+    return "failed"
+
+
+def peer_broken_message(peers: list, group: str) -> str:
+    """The error of a rank whose peers (board ``Entry`` each) broke their communicator."""
+    named = "; ".join(f"rank {e.rank} {e.broken} in {e.operation} #{e.sequence}"
+                      + (f" on {e.group!r}" if e.group not in (None, group) else "")
+                      for e in peers)
+    whose, it = (("their communicators are", "they") if len(peers) > 1 else
+                 ("its communicator is", "it"))
+    return (f"{named}: {whose} broken, so {it} will not take part in collectives on "
+            f"{group!r} again.  The ranks are out of step: restart the engines (e.g. "
+            "`%dpnb restart` or cluster.restart()) and create a new communicator")
 
 
 def stall_report(mine, group: str, others: dict) -> str:
