@@ -26,7 +26,7 @@ _LAZY = {"start": "dpnb.cluster", "current": "dpnb.cluster", "Cluster": "dpnb.cl
          "gather": "dpnb.notebook",
          "gather_grads": "dpnb.notebook", "compare": "dpnb.notebook",
          "check_sync": "dpnb.notebook", "where": "dpnb.notebook",
-         "load_ipython_extension": "dpnb.notebook",
+         "load_ipython_extension": "dpnb.notebook", "set_language": "dpnb.cluster.words",
          "use_as_nnabla": "dpnb.nnabla_alias", "TrainingState": "dpnb.cluster.training_state"}
 # Submodules that nnabla programs reach as attributes of the package after a bare
 # `import nnabla` (nn.solver.Solver, nn.logger.logger ...), imported on first use.

@@ -103,3 +103,25 @@ def test_cluster_files_owner_only_and_removed_at_stop(shell):
     left = [p.name for p in (profile / "log").iterdir()] + \
         [p.name for p in (profile / "security").iterdir()]
     assert not [name for name in left if "display-files" in name], left
+
+
+def test_headers_in_the_chosen_language():
+    import dpnb
+    from dpnb.cluster.table import Table
+    from dpnb.errors import DpnbError
+
+    table = Table(["rank", "norm rank 1", "max |diff|", "unlisted"], [[0, "1.5", "0", "x"]])
+    assert str(table).splitlines()[0] == "rank  norm rank 1  max |diff|  unlisted"
+    try:
+        dpnb.set_language("ja")
+        lines = str(table).splitlines()
+        assert lines[0] == "ランク  ノルム（ランク 1）  最大 |差|  unlisted"
+        # wide characters take two columns, so values line up under their headers
+        assert lines[1] == "------  ------------------  ---------  --------"
+        assert lines[2] == "0       1.5                 0          x"
+        assert "<th>ランク</th><th>ノルム（ランク 1）</th>" in table._repr_html_()
+    finally:
+        dpnb.set_language("en")
+    assert "<th>rank</th>" in table._repr_html_()
+    with pytest.raises(DpnbError, match="'en', 'ja'"):
+        dpnb.set_language("fr")

@@ -10,6 +10,7 @@ import threading
 import time
 
 from .engine_side import KEY
+from .words import word
 
 
 @dataclasses.dataclass
@@ -157,7 +158,7 @@ def _progress_bar(total: int | None):
         from tqdm.notebook import tqdm
     else:
         from tqdm import tqdm
-    return tqdm(total=total, unit="step", desc="engines")
+    return tqdm(total=total, unit="step", desc=word("engines"))
 
 
 def _in_kernel() -> bool:

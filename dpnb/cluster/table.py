@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import html
 
+from .words import width, word
+
 
 class Table:
-    """Rows under a header; ``_repr_html_`` for Jupyter, ``str`` for terminals and logs."""
+    """Rows under a header; ``_repr_html_`` for Jupyter, ``str`` for terminals and logs.
+    The header shows in the language ``dpnb.set_language`` chose."""
 
     def __init__(self, header: list[str], rows: list[list], title: str = ""):
         self.header = list(header)
@@ -13,9 +16,10 @@ class Table:
         self.title = title
 
     def __str__(self) -> str:
-        cells = [self.header] + [[str(c) for c in r] for r in self.rows]
-        widths = [max(len(row[i]) for row in cells) for i in range(len(self.header))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+        cells = [[word(h) for h in self.header]] + [[str(c) for c in r] for r in self.rows]
+        widths = [max(width(row[i]) for row in cells) for i in range(len(self.header))]
+        lines = ["  ".join(c + " " * (w - width(c)) for c, w in zip(row, widths)).rstrip()
+                 for row in cells]
         lines.insert(1, "  ".join("-" * w for w in widths))
         if self.title:
             lines.insert(0, self.title)
@@ -24,7 +28,7 @@ class Table:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.header)
+        head = "".join(f"<th>{html.escape(word(h))}</th>" for h in self.header)
         body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>"
                        for r in self.rows)
         caption = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
