@@ -255,7 +255,7 @@ class Cluster:
         if self._monitor is not None:
             self._monitor.after_cell(result)
         error = getattr(result, "error_in_exec", None)
-        original = getattr(error, "original_error", None)
+        original = getattr(error, "original_error", error)  # a streamed cell's is wrapped
         deaths = [str(e[1]) for e in getattr(original, "elist", []) if e[0] == "EngineError"]
         if deaths:
             print("\n".join(deaths) + "\nEngine ids are MPI ranks; under MPI the death of one "
