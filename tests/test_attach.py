@@ -125,6 +125,31 @@ def test_attach_with_a_too_short_timeout_says_what_to_do(elsewhere):
         cluster.stop()
 
 
+def test_attach_to_engines_that_are_gone_then_restart(elsewhere):
+    import ipyparallel as ipp
+
+    profile_dir, starter = elsewhere
+    assert starter.wait(timeout=TIMEOUT + 30) == 0
+    client = ipp.Client(profile_dir=str(profile_dir), timeout=TIMEOUT)
+    client.shutdown(targets="all", block=True)
+    client.close()
+    deadline = time.monotonic() + TIMEOUT
+    while {"mpiexec", "engine"} & set(processes.find(profile_dir, "").roles.values()):
+        assert time.monotonic() < deadline, "the engines did not exit"
+        time.sleep(0.1)
+    began = time.monotonic()
+    cluster = Cluster.attach(profile_dir=str(profile_dir), timeout=TIMEOUT)
+    assert time.monotonic() - began < 10            # no engines to wait for: no waiting
+    try:
+        assert not cluster.running
+        with pytest.raises(DpnbError, match=r"(?s)has no engines.*cluster.restart\(\)"):
+            dpnb.current()
+        cluster.restart()
+        assert dpnb.current() is cluster and gather("rank") == {0: 0, 1: 1}
+    finally:
+        cluster.stop()
+
+
 def test_start_twice_refuses_and_the_first_keeps_working(ipython_dir, tmp_path):
     first = dpnb.start(n=2, timeout=TIMEOUT, progress=False, profile_dir=str(tmp_path))
     try:

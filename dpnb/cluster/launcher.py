@@ -334,6 +334,7 @@ class Cluster:
                                 f"{_stop_hint(where, cluster_id)} ends the cluster")
             raise DpnbError(_not_running(left))
         loaded = _load_cluster_file(where, cluster_id, left)
+        _engines_as_ranks(loaded)
         record_n = left.record.n if left.record is not None else None
         n = sum(es.n for es in loaded.engines.values()) or loaded.n or record_n
         self = cls(max(n or 1, 1), profile=profile, profile_dir=profile_dir, timeout=timeout,
@@ -622,6 +623,19 @@ def _starter_alive(record: processes.Record | None) -> bool:
     return same and processes.alive(starter)
 
 
+def _engines_as_ranks(loaded) -> None:
+    """Where a profile does not say how engines start, the engines that ``restart()``
+    starts for an attached cluster are dpnb's, one per MPI rank, as ``start()`` starts them."""
+    from ipyparallel.cluster.launcher import MPILauncher
+
+    config = loaded.config
+    if "engine_cmd" not in config.EngineLauncher:
+        config.EngineLauncher.engine_cmd = list(ENGINE_CMD)
+    if (issubclass(loaded.engine_launcher_class, MPILauncher)
+            and "mpi_cmd" not in config.MPIEngineSetLauncher):
+        config.MPIEngineSetLauncher.mpi_cmd = [require_mpi()]
+
+
 def _load_cluster_file(where, cluster_id: str, left: processes.Footprint):
     """ipyparallel's Cluster of a running cluster, from its file, with only the engine sets
     whose processes are the cluster's; a DpnbError where the file is unreadable or stale."""
@@ -800,6 +814,11 @@ def active() -> Cluster | None:
 def current() -> Cluster:
     """The cluster started or attached last in this process, or an error that says how to
     start or attach one."""
+    if _current is not None and _current.ipp is not None and not _current.running:
+        where = _where(_current.ipp.profile_dir, _current.ipp.cluster_id)
+        raise DpnbError(f"the current cluster of this process (in {where}) has no engines: "
+                        "they died or were stopped.  `cluster.restart()` starts fresh ones, "
+                        "`cluster.stop()` ends it")
     if active() is None:
         raise DpnbError(NO_CLUSTER)
     return _current
