@@ -1,0 +1,113 @@
+"""What a person does in JupyterLab, as Playwright steps, and what the tests read back
+from the page: cells, their prompts and outputs (JupyterLab 4's DOM)."""
+from __future__ import annotations
+
+import base64
+import io
+import re
+import time
+from pathlib import Path
+
+ERROR = '[data-mime-type="application/vnd.jupyter.error"]'
+STDERR = '[data-mime-type="application/vnd.jupyter.stderr"]'
+DONE_PROMPT = re.compile(r"^\[\d+\]:$")
+
+
+class Shots:
+    """Numbered screenshots of each step, in the artifacts folder."""
+
+    def __init__(self, page, folder: Path):
+        self.page, self.folder, self.n = page, folder, 0
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def __call__(self, name: str) -> Path:
+        self.n += 1
+        path = self.folder / f"{self.n:02d}_{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+
+def open_notebook(page, lab, name: str, workspace: str) -> None:
+    """Open a notebook in a workspace of its own (no tabs restored from an earlier test)."""
+    page.goto(lab.url(f"lab/workspaces/{workspace}/tree/{name}"))
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
+    wait_kernel_idle(page)
+
+
+def save(page) -> None:
+    """File > Save, waiting until the tab no longer shows unsaved changes."""
+    page.keyboard.press("Control+s")
+    page.locator(".jp-mod-current.jp-mod-dirty").wait_for(state="detached", timeout=15_000)
+
+
+def wait_kernel_idle(page, timeout: float = 60) -> None:
+    """The toolbar's kernel status says Idle."""
+    page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator"
+                 "[data-status='idle']").first.wait_for(timeout=timeout * 1000)
+
+
+def menu(page, *labels: str) -> None:
+    """Click through the main menu: menu(page, "Kernel", "Interrupt Kernel")."""
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{re.escape(labels[0])}$")).click()
+    for label in labels[1:]:
+        page.locator(".lm-Menu:not(.lm-mod-hidden) .lm-Menu-itemLabel",
+                     has_text=re.compile(f"^{re.escape(label)}")).first.click()
+
+
+def accept_dialog(page, timeout: float = 10) -> None:
+    page.locator(".jp-Dialog .jp-Dialog-button.jp-mod-accept").click(timeout=timeout * 1000)
+    page.locator(".jp-Dialog").wait_for(state="detached", timeout=timeout * 1000)
+
+
+def cells(page):
+    return page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
+
+
+def prompts(page) -> list[str]:
+    """The input prompt of each cell ('' for markdown cells), in notebook order."""
+    return page.evaluate("""() => Array.from(document.querySelectorAll(
+        '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')).map(c => {
+            const p = c.querySelector('.jp-InputPrompt');
+            return c.classList.contains('jp-CodeCell') && p ? p.textContent.trim() : '';
+        })""")
+
+
+def wait_all_run(page, code_cells: list[int], timeout: float) -> float:
+    """Wait until each of ``code_cells`` shows an execution count and the kernel is idle;
+    returns the seconds waited."""
+    start = time.monotonic()
+    while True:
+        shown = prompts(page)
+        if all(DONE_PROMPT.match(shown[i]) for i in code_cells):
+            wait_kernel_idle(page, timeout=max(1, timeout - (time.monotonic() - start)))
+            return time.monotonic() - start
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"cells not run after {timeout} s: "
+                                 f"{[(i, shown[i]) for i in code_cells if not DONE_PROMPT.match(shown[i])]}")
+        time.sleep(0.25)
+
+
+def errors(page) -> dict[int, str]:
+    """Cell index -> text of the error outputs it shows."""
+    found = {}
+    for i in range(cells(page).count()):
+        errs = cells(page).nth(i).locator(f".jp-OutputArea-output{ERROR}, .jp-OutputArea-output {ERROR}")
+        if errs.count():
+            found[i] = "\n".join(errs.all_inner_texts())
+    return found
+
+
+def images(page, index: int) -> list[bytes]:
+    """The PNG images shown in a cell's outputs."""
+    sources = cells(page).nth(index).locator(".jp-OutputArea-output img").evaluate_all(
+        "imgs => imgs.map(i => i.src)")
+    return [base64.b64decode(s.split(",", 1)[1]) for s in sources if s.startswith("data:image/png")]
+
+
+def color_pixels(png: bytes, rgb: tuple[int, int, int], tolerance: int = 40) -> int:
+    """How many pixels of a PNG are close to ``rgb`` (a line's colour)."""
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    return int((np.abs(pixels - np.array(rgb)).max(axis=-1) <= tolerance).sum())
