@@ -48,7 +48,7 @@ def test_px_output_in_rank_order(shell, capsys):
     assert "[stdout:0] \nline from rank 0\n[stdout:1] \nline from rank 1" in out
 
 
-def test_mismatched_collective_shows_message_and_cell_line(shell, capsys):
+def test_mismatched_collective_shows_message_and_cell_line(shell, capsys, tmp_path):
     cell = ("%%px\nx = nn.NdArray.from_numpy_array(np.ones(3 + rank, np.float32))\n"
             "comm.all_reduce([x])")
     result = shell.run_cell(cell)
@@ -65,6 +65,16 @@ def test_mismatched_collective_shows_message_and_cell_line(shell, capsys):
         assert "rank 0: all_reduce(group='world', [float32[3]]" in message
         assert "rank 1: all_reduce(group='world', [float32[4]]" in message
     assert "dpnb/communicators" not in shown
+    # a function of the user's own file called from the cell shows as a frame of its own
+    (tmp_path / "user_step.py").write_text("def step(comm, x):\n    comm.all_reduce([x])\n")
+    cell = (f"%%px\nimport sys; sys.path.insert(0, {str(tmp_path)!r})\nimport user_step\n"
+            "user_step.step(comm, nn.NdArray.from_numpy_array(np.ones(3 + rank, np.float32)))")
+    assert not shell.run_cell(cell).success
+    shown = capsys.readouterr()
+    frames = (shown.out + shown.err).split("[1:execute]")[1].split("AgreementError: ")[0]
+    assert frames.strip().splitlines()[2:] == [   # after ":" and "Cell In[n], line 3"
+        "----> user_step.step(comm, nn.NdArray.from_numpy_array(np.ones(3 + rank, np.float32)))",
+        f"File {tmp_path / 'user_step.py'}:2, in step", "----> comm.all_reduce([x])"]
     # the communicator stays usable: the agreement check ran before any data moved
     assert shell.run_cell("%%px\ncomm.all_reduce([nn.NdArray.from_numpy_array("
                           "np.ones(2, np.float32))])").success
