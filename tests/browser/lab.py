@@ -34,7 +34,7 @@ class Lab:
     """One ``jupyter lab`` process; ``url(path)`` gives an address with the token."""
 
     def __init__(self, root: Path, home: Path, ipython_dir: Path, log: Path):
-        self.root, self.home, self.log = root, home, log
+        self.root, self.home, self.ipython_dir, self.log = root, home, ipython_dir, log
         self.port = free_port()
         self.token = secrets.token_hex(16)
         for name in ("config", "data", "runtime", "settings", "workspaces"):

@@ -88,10 +88,12 @@ def wait_all_run(page, code_cells: list[int], timeout: float) -> float:
 
 
 def errors(page) -> dict[int, str]:
-    """Cell index -> text of the error outputs it shows."""
+    """Cell index -> text of the error and stderr outputs it shows (JupyterLab renders
+    a traceback with the stderr MIME type)."""
     found = {}
     for i in range(cells(page).count()):
-        errs = cells(page).nth(i).locator(f".jp-OutputArea-output{ERROR}, .jp-OutputArea-output {ERROR}")
+        errs = cells(page).nth(i).locator(", ".join(
+            f".jp-OutputArea-output{kind}, .jp-OutputArea-output {kind}" for kind in (ERROR, STDERR)))
         if errs.count():
             found[i] = "\n".join(errs.all_inner_texts())
     return found
@@ -111,3 +113,30 @@ def color_pixels(png: bytes, rgb: tuple[int, int, int], tolerance: int = 40) -> 
 
     pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
     return int((np.abs(pixels - np.array(rgb)).max(axis=-1) <= tolerance).sum())
+
+
+def run_cell(page, index: int) -> None:
+    """Select cell ``index`` and run it with Shift+Enter, as a person does."""
+    cells(page).nth(index).locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Shift+Enter")
+
+
+def wait_cell_done(page, index: int, timeout: float) -> float:
+    """Wait until cell ``index`` shows an execution count; returns the seconds waited."""
+    start = time.monotonic()
+    prompt = cells(page).nth(index).locator(".jp-InputPrompt")
+    while not DONE_PROMPT.match(prompt.inner_text().strip()):
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"cell {index} not done after {timeout} s")
+        time.sleep(0.1)
+    return time.monotonic() - start
+
+
+def write_notebook(path: Path, sources: list[str]) -> None:
+    """A notebook of code cells with these sources, for the Python 3 kernel."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                 "language": "python"}
+    nbformat.write(nb, str(path))
