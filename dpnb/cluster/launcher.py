@@ -33,6 +33,8 @@ _ipp_log.propagate = False
 _ipp_log.setLevel(logging.WARNING)  # at DEBUG, launchers copy engine output to stderr
 
 NO_TASK_BAR = 10**7  # seconds
+SIGNAL_WAIT = 5.0    # seconds an interrupt waits for the engines to confirm the signal
+INTERRUPTED_WAIT = 5.0  # seconds after an interrupted %%px cell to collect the ranks' errors
 NO_CLUSTER = ("no cluster is running in this process; start one with `cluster = dpnb.start(n=2)` "
               "or `%dpnb start -n 2`, or attach one started elsewhere (`dpnb cluster start`, "
               "the IPython Clusters panel) with `cluster = dpnb.Cluster.attach('mpi')`")
@@ -98,6 +100,8 @@ class Cluster:
         self._processes: list = []
         self._record: processes.Record | None = None
         self._monitor = None
+        self._last_result = None   # what the view's execute (``%%px``) sent last
+        self._interrupted = None   # that result, where a signal was sent while it ran
         self.journal = Journal()
 
     # -- starting -----------------------------------------------------------------
@@ -225,6 +229,7 @@ class Cluster:
         display where IPython runs."""
         self.view = self.client.direct_view(targets=ids)
         self.view.block = True
+        self._watch_view()
         shell = _ipython() if activate else None
         if shell is None:
             return
@@ -247,22 +252,126 @@ class Cluster:
             shell.events.register("post_run_cell", self._after_cell)
         self.journal.watch(shell)
 
+    def _watch_view(self) -> None:
+        """The view's ``execute`` (what ``%%px`` calls) refuses at once where the
+        controller or the engines are gone, instead of waiting for answers that never
+        come; the client's ``send_signal`` (``%%px``'s interrupt) then raises that error
+        instead of waiting for the controller, and otherwise waits at most
+        ``SIGNAL_WAIT`` seconds for the engines' confirmation."""
+        from ipyparallel.error import NoEnginesRegistered
+
+        view, client = self.view, self.client
+        execute, send_signal = view.execute, client.send_signal
+
+        def checked_execute(*args, **kwargs):
+            self._require_alive()
+            try:
+                result = execute(*args, **kwargs)
+            except NoEnginesRegistered:
+                raise DpnbError(self._gone() or _GONE_ENGINES) from None
+            self._last_result = result
+            return result
+
+        def bounded_send_signal(sig, targets=None, block=None):
+            self._require_alive()
+            last = self._last_result
+            if last is not None and not last.done():
+                self._interrupted = last
+            sent = send_signal(sig, targets=targets, block=False)
+            if not (client.block if block is None else block):
+                return sent
+            try:
+                replies = sent.result(timeout=SIGNAL_WAIT)
+            except TimeoutError:
+                raise DpnbError(f"the engines did not confirm signal {sig} within "
+                                f"{SIGNAL_WAIT:g} s; {self._gone() or _GONE_ENGINES}") from None
+            failed = [r["content"] for r in replies if r["content"]["status"] != "ok"]
+            if failed:
+                raise DpnbError(f"sending signal {sig} to the engines failed: "
+                                + "; ".join(f"{c.get('ename')}: {c.get('evalue')}"
+                                            for c in failed))
+            return None
+
+        view.execute = checked_execute
+        client.send_signal = bounded_send_signal
+
+    def _require_alive(self) -> None:
+        """Raise a DpnbError saying what is gone and what to do, where it is."""
+        why = self._gone()
+        if why is not None:
+            raise DpnbError(why)
+
+    def _controller_gone(self) -> str | None:
+        """Why this cluster has no controller (stopped, or its process ended), or None."""
+        ipp = self.ipp
+        if ipp is None:
+            return "the cluster is stopped; `cluster.start()` (or `dpnb.start(n=...)`) starts one"
+        where = _where(ipp.profile_dir, ipp.cluster_id)
+        if not self._controller_alive():
+            pid = getattr(ipp.controller, "pid", "?")
+            return (f"the controller (pid {pid}) of the cluster in {where} is gone, and its "
+                    "engines with it: the cluster was stopped from outside (the IPython "
+                    "Clusters panel, `dpnb cluster stop`) or its processes were ended.  "
+                    "`cluster.restart()` (or `%dpnb restart`) starts a new controller and "
+                    "engines (the engines' variables are lost); "
+                    f"{_attach_hint(ipp.profile_dir, ipp.cluster_id)} uses a "
+                    "cluster started again elsewhere")
+        return None
+
+    def _gone(self) -> str | None:
+        """Why this cluster cannot run a cell (its controller or engines are gone), or
+        None: a few process and notification checks, cheap enough for every cell."""
+        why = self._controller_gone()
+        if why is not None:
+            return why
+        if self.client is None or self.view is None:
+            return "the cluster is stopped; `cluster.start()` (or `dpnb.start(n=...)`) starts one"
+        where = _where(self.ipp.profile_dir, self.ipp.cluster_id)
+        registered = set(self.client.ids)
+        missing = [t for t in self.view.targets if t not in registered]
+        if missing or self._engines_exited():
+            named = (f"engine{'s' if len(missing) > 1 else ''} "
+                     f"{', '.join(map(str, missing))}" if missing else "the engines")
+            return (f"{named} of the cluster in {where} {'is' if len(missing) == 1 else 'are'} "
+                    f"gone (died, or stopped from outside).  {_GONE_ENGINES}")
+        return None
+
+    def _show_interrupted(self) -> None:
+        """After a ``%%px`` cell interrupted while it ran: every rank's error.  ipyparallel's
+        interrupt sends SIGINT to the engines and returns without their answers."""
+        from ipyparallel.error import CompositeError
+
+        result, self._interrupted = self._interrupted, None
+        if result is None:
+            return
+        if not result.wait(INTERRUPTED_WAIT):
+            print(f"Some ranks still run {INTERRUPTED_WAIT:g} s after the interrupt (a "
+                  "blocking call that ignores SIGINT?); interrupt again, or "
+                  "`cluster.restart()` ends them.", file=sys.stderr)
+            return
+        try:
+            result.get(0)
+        except CompositeError as e:
+            lines = [f"[rank {info.get('engine_id', '?')}] {name}: {value}"
+                     for name, value, _, info in e.elist]
+            print("Interrupted:\n" + "\n".join(lines), file=sys.stderr)
+        except Exception as e:  # noqa: BLE001 - one engine's error, shown as it is
+            print(f"Interrupted: {type(e).__name__}: {e}", file=sys.stderr)
+
     def _after_cell(self, result=None) -> None:
-        """After each cell: finish its progress display, and name engines that died in it.
+        """After each cell: finish its progress display, show the ranks' errors of an
+        interrupted ``%%px`` cell, and name engines that died in it.
 
         A ``%%px`` cell that streams output reports engine deaths only as "N errors"
         (dead engines send no error message to stream), so the ranks are named here."""
         if self._monitor is not None:
             self._monitor.after_cell(result)
+        self._show_interrupted()
         error = getattr(result, "error_in_exec", None)
         original = getattr(error, "original_error", error)  # a streamed cell's is wrapped
         deaths = [str(e[1]) for e in getattr(original, "elist", []) if e[0] == "EngineError"]
         if deaths:
-            print("\n".join(deaths) + "\nEngine ids are MPI ranks; under MPI the death of one "
-                  "rank ends them all.  `cluster.restart(resume=True)` (or `%dpnb restart "
-                  "--resume`) starts fresh engines, replays the journal of %%px cells and "
-                  "restores the last TrainingState commit; `cluster.restart()` starts them "
-                  "empty.", file=sys.stderr)
+            print("\n".join(deaths) + "\n" + _GONE_ENGINES + ".", file=sys.stderr)
 
     def _engines_exited(self) -> bool:
         """Whether a local engine launcher process (mpiexec) has exited."""
@@ -415,6 +524,13 @@ class Cluster:
         engines (training cells excepted, see ``dpnb.cluster.journal``) and the last
         complete ``TrainingState`` commit is restored; without it the journal starts afresh."""
         if self.ipp is None:
+            return self.start()
+        if not self._controller_alive():  # stopped from outside: a new controller too
+            if resume:
+                raise DpnbError("the controller of this cluster is gone, so its session "
+                                "cannot be resumed; `cluster.restart()` starts a new, empty "
+                                "one")
+            self.stop()
             return self.start()
         if resume:
             shell = _ipython()
@@ -590,6 +706,12 @@ class Cluster:
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
         return f"<dpnb.Cluster n={self.n} engines={self.engines!r} {state}>"
+
+
+_GONE_ENGINES = ("Engine ids are MPI ranks; under MPI the death of one rank ends them all.  "
+                 "`cluster.restart(resume=True)` (or `%dpnb restart --resume`) starts fresh "
+                 "engines, replays the journal of %%px cells and restores the last "
+                 "TrainingState commit; `cluster.restart()` starts them empty")
 
 
 def _profile_path(profile: str | None, profile_dir: str | os.PathLike | None):
