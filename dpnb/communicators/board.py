@@ -99,10 +99,11 @@ class Board:
         mine[:] = 0
         mine.view(np.float64)[CLOCK_OFFSET] = time.time() - _monotonic()
         self._words = memoryview(mine).cast("B").cast("q")
+        self._all_words = memoryview(self._slots).cast("B").cast("q")  # every local slot
         self._floats = memoryview(mine).cast("B").cast("d")
         self._positions: dict[str, int] = {}  # group name -> the word counting its collectives
         self._lent: dict[int, int] = {}  # group hash -> count, of groups waiting for the last row
-        self._peer_rows: dict[str, np.ndarray] = {}  # group name -> local slots of its others
+        self._peer_words: dict[str, tuple] = {}  # group name -> its others' BROKEN words here
         self._remote = None
         self._reads: dict[int, tuple] = {}  # world rank -> (request, buffer, start) of a read
         if local.Get_size() < world.Get_size():
@@ -131,13 +132,14 @@ class Board:
 
     def local_peer_broken(self, group) -> bool:
         """Whether a member of ``group`` (a ``Group``) on this host has recorded that its
-        communicator broke: a few loads, for the entry of every collective."""
-        rows = self._peer_rows.get(group.name)
-        if rows is None:
-            rows = self._peer_rows[group.name] = np.array(
-                [self._local[r] for r in group.ranks if r != self.rank and r in self._local],
-                np.intp)
-        return bool(self._slots[rows, BROKEN].any())
+        communicator broke: one load per member, for the entry of every collective."""
+        words = self._peer_words.get(group.name)
+        if words is None:
+            words = self._peer_words[group.name] = tuple(
+                self._local[r] * SLOT_WORDS + BROKEN for r in group.ranks
+                if r != self.rank and r in self._local)
+        all_words = self._all_words
+        return any(all_words[w] for w in words)
 
     def broken_peers(self, ranks: Iterable[int]) -> list[Entry]:
         """The entries of those of world ``ranks`` whose communicator broke (those on
@@ -193,6 +195,7 @@ class Board:
             self._remote.Free()
             self._remote = None
         self._words.release()
+        self._all_words.release()
         self._floats.release()
         self._slots = None
         self._shared.Free()
