@@ -328,7 +328,10 @@ class Cluster:
             return "the cluster is stopped; `cluster.start()` (or `dpnb.start(n=...)`) starts one"
         where = _where(self.ipp.profile_dir, self.ipp.cluster_id)
         registered = set(self.client.ids)
-        missing = [t for t in self.view.targets if t not in registered]
+        targets = self.view.targets   # a list, or one id, or "all" (``%%px --targets``)
+        wanted = [targets] if isinstance(targets, int) else (
+            targets if isinstance(targets, list) else sorted(registered) or [0])
+        missing = [t for t in wanted if t not in registered]
         if missing or self._engines_exited():
             named = (f"engine{'s' if len(missing) > 1 else ''} "
                      f"{', '.join(map(str, missing))}" if missing else "the engines")
