@@ -34,12 +34,6 @@ def open_notebook(page, lab, name: str, workspace: str) -> None:
     wait_kernel_idle(page)
 
 
-def save(page) -> None:
-    """File > Save, waiting until the tab no longer shows unsaved changes."""
-    page.keyboard.press("Control+s")
-    page.locator(".jp-mod-current.jp-mod-dirty").wait_for(state="detached", timeout=15_000)
-
-
 def wait_kernel_idle(page, timeout: float = 60) -> None:
     """The toolbar's kernel status says Idle."""
     page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator"
