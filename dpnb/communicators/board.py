@@ -100,6 +100,7 @@ class Board:
         mine.view(np.float64)[CLOCK_OFFSET] = time.time() - _monotonic()
         self._words = memoryview(mine).cast("B").cast("q")
         self._all_words = memoryview(self._slots).cast("B").cast("q")  # every local slot
+        self._read_word = self._all_words.__getitem__
         self._floats = memoryview(mine).cast("B").cast("d")
         self._positions: dict[str, int] = {}  # group name -> the word counting its collectives
         self._lent: dict[int, int] = {}  # group hash -> count, of groups waiting for the last row
@@ -138,8 +139,7 @@ class Board:
             words = self._peer_words[group.name] = tuple(
                 self._local[r] * SLOT_WORDS + BROKEN for r in group.ranks
                 if r != self.rank and r in self._local)
-        all_words = self._all_words
-        return any(all_words[w] for w in words)
+        return any(map(self._read_word, words))
 
     def broken_peers(self, ranks: Iterable[int]) -> list[Entry]:
         """The entries of those of world ``ranks`` whose communicator broke (those on
