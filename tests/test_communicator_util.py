@@ -77,3 +77,31 @@ def test_an_agreement_wait_interrupted_raises_the_communicator_error_and_breaks_
         exchange.wait_agreement(Interrupting(), lambda: "all_reduce")
     with pytest.raises(CommunicatorError, match="broken"):
         exchange.guard.check_usable()
+
+
+def test_agreement_channel_falls_back_to_iallgather_before_mpi_4():
+    """An MPI library without persistent collectives: each check posts an Iallgather of
+    the same buffers, with the call's signature at the head of the row."""
+    import numpy as np
+
+    from dpnb.communicators.agreement import SIGNATURE_BYTES, Call, Channel
+
+    class OldComm:
+        def __init__(self):
+            self.posted = []
+
+        def Allgather_init(self, row, rows):
+            raise NotImplementedError("MPI_Allgather_init")
+
+        def Iallgather(self, row, rows):
+            self.posted.append((row, rows))
+            return "request"
+
+    comm = OldComm()
+    channel = Channel(comm, 3)
+    call = Call("all_reduce", "world", [("<f4", (2,))])
+    assert channel.start(call) == "request"
+    (row, rows), = comm.posted
+    assert row is channel.row and rows is channel.rows and rows.shape[0] == 3
+    assert bytes(row[:SIGNATURE_BYTES]) == call.expected
+    assert np.all(row[SIGNATURE_BYTES:] == 0)
