@@ -175,10 +175,10 @@ def test_check_sync_pulls_only_differing(cluster):
 
 def progress_of(cluster, code: str) -> list:
     """The runs a ProgressMonitor sees while the engines execute ``code``."""
-    monitor = ProgressMonitor(cluster.client, interval=0.05, display=False)
+    monitor = ProgressMonitor(interval=0.05, display=False)
     monitor.start()
     try:
-        run(cluster.view, code)
+        monitor.watch(cluster.view.execute(textwrap.dedent(code), block=False))
         deadline = time.monotonic() + 10
         while not monitor.runs and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -80,73 +80,108 @@ def test_plot_grads_and_losses():
     assert [line.get_label() for line in fig.axes[0].lines] == ["rank 0", "rank 1"]
 
 
-class FakeClient:
-    """What ProgressMonitor reads of an ipyparallel Client."""
+class FakeResult:
+    """What ProgressMonitor reads of an ipyparallel AsyncResult: per-engine data that
+    IOPub fills, whether the result came, and whether every engine's output did."""
 
-    def __init__(self):
-        self.outstanding = set()
-        self.metadata = {}
-        self.arriving = {}  # msg_id -> data that ``spin`` (IOPub flushed) delivers
+    def __init__(self, engines=2):
+        self.data = [{} for _ in range(engines)]
+        self.finished = False
+        self.output_complete = False
+        self.waited = []
 
-    def spin(self):
-        for msg_id, data in self.arriving.items():
-            self.metadata.setdefault(msg_id, {"data": {}})["data"].update(data)
-        self.arriving = {}
+    def __getitem__(self, key):
+        assert key == "data"
+        return self.data
+
+    def done(self):
+        return self.finished
+
+    def wait_for_output(self, timeout):
+        self.waited.append(timeout)
+        return self.output_complete
 
 
-def _report(rank, step, total=4):
-    return {KEY: {"rank": rank, "step": step, "total": total,
-                  "losses": [(s, 1.0 / s) for s in range(1, step + 1)]}}
+def _report(rank, step, total=4, first=1, elapsed=0.5):
+    return {KEY: {"rank": rank, "step": step, "total": total, "first": first,
+                  "elapsed": elapsed, "losses": [(s, 1.0 / s) for s in range(1, step + 1)]}}
 
 
-def test_progress_monitor_follows_a_run():
-    client = FakeClient()
-    monitor = ProgressMonitor(client, display=False, grace=60)
-    client.outstanding = {"a", "b"}
-    client.metadata = {"a": {"data": _report(0, 1)}, "b": {"data": {}}}
+def test_progress_monitor_follows_a_run_until_every_output_came():
+    monitor = ProgressMonitor(display=False)
+    result = FakeResult()
+    monitor.watch(result)
+    result.data[0].update(_report(0, 1))
     monitor.poll()
-    assert monitor._run.steps == {0: 1} and monitor.runs == []
-    held = client.metadata["b"]
-    held["data"].update(_report(1, 3))
+    assert monitor.runs == []
+    result.data[1].update(_report(1, 3, first=2, elapsed=1.5))
+    result.data[0].update(_report(0, 4))
+    result.finished = True                 # the results came, rank 1's last report not yet
     monitor.poll()
-    assert monitor._run.step == 1 and monitor._run.steps == {0: 1, 1: 3}
-    # results arrive: the AsyncResult drops the metadata; a late report lands in a fresh entry
-    client.outstanding = set()
-    client.metadata = {"a": {"data": _report(0, 4)}}
-    held["data"].update(_report(1, 4))
-    monitor.poll()
-    assert len(monitor.runs) == 1 and monitor._run is None
-    run = monitor.runs[0]
-    assert run.steps == {0: 4, 1: 4} and run.total == 4 and run.losses[0][-1] == (4, 0.25)
-
-
-def test_after_cell_finishes_a_run_whose_reports_came_with_the_results():
-    """A short loop: the monitor's thread saw the task but none of its reports, which
-    the client takes in only when it flushes IOPub with the results; the hook must
-    finish the run in this cell (its bar and curve would land in the next one)."""
-    client = FakeClient()
-    monitor = ProgressMonitor(client, display=False, grace=60)
-    client.outstanding = {"a"}
-    client.metadata = {"a": {"data": {}}}
-    monitor.poll()                                             # the thread: running, no report
-    client.outstanding = set()
-    client.arriving = {"a": _report(0, 4)}
-    monitor.after_cell()
-    assert len(monitor.runs) == 1 and monitor._run is None
-    assert monitor.runs[0].steps == {0: 4}
-
-
-def test_progress_monitor_gives_up_after_grace():
-    client = FakeClient()
-    monitor = ProgressMonitor(client, display=False, grace=0.0)
-    client.outstanding = {"a"}
-    client.metadata = {"a": {"data": _report(0, 1)}, "other": {"data": {}}}
-    monitor.poll()
-    client.outstanding = set()
-    monitor.poll()
-    assert monitor.runs[0].step == 1                           # the last step never came
+    assert monitor.runs == []
+    result.data[1].update(_report(1, 4, first=2, elapsed=2.0))
+    result.output_complete = True
     monitor.poll()
     assert len(monitor.runs) == 1
+    run = monitor.runs[0]
+    assert run.steps == {0: 4, 1: 4} and run.total == 4 and run.losses[0][-1] == (4, 0.25)
+    assert run.first == 1 and run.elapsed == 2.0
+    monitor.poll()
+    assert len(monitor.runs) == 1          # finished runs are not watched any more
+
+
+def test_after_cell_waits_for_the_output_of_finished_tasks():
+    """A short loop: the results came before the reports (which travel on IOPub); the
+    hook waits for the output so that the run finishes in this cell, every rank in it."""
+    monitor = ProgressMonitor(display=False, output_wait=3.0)
+    result, running = FakeResult(engines=1), FakeResult(engines=1)
+    monitor.watch(result)
+    monitor.watch(running)
+    result.finished = True
+
+    def arrive(timeout):
+        result.waited.append(timeout)
+        result.data[0].update(_report(0, 4))
+        result.output_complete = True
+        return True
+
+    result.wait_for_output = arrive
+    monitor.after_cell()
+    assert 0 < result.waited[0] <= 3.0 and running.waited == []   # a running task is not waited for
+    assert [r.steps for r in monitor.runs] == [{0: 4}]
+
+
+def test_progress_monitor_finishes_a_run_whose_output_never_completes():
+    """An engine that died sends no more output: the run ends ``output_wait`` after the result."""
+    monitor = ProgressMonitor(display=False, output_wait=0.0)
+    result = FakeResult()
+    monitor.watch(result)
+    result.data[0].update(_report(0, 1))
+    result.finished = True
+    monitor.poll()
+    assert monitor.runs[0].step == 1
+
+
+def test_a_task_without_reports_leaves_no_run():
+    monitor = ProgressMonitor(display=False)
+    result = FakeResult()
+    monitor.watch(result)
+    result.finished = result.output_complete = True
+    monitor.poll()
+    assert monitor.runs == []
+
+
+def test_progress_bar_rate_counts_from_the_engines_first_report(capsys):
+    """The bar may be made after the loop ended; its rate is the engines' own: steps
+    after the cell's first report over the seconds since."""
+    monitor = ProgressMonitor()
+    result = FakeResult(engines=1)
+    monitor.watch(result)
+    result.data[0].update(_report(0, 30, total=30, first=5, elapsed=2.5))
+    result.finished = result.output_complete = True
+    monitor.poll()
+    shown = capsys.readouterr().err
+    assert "30/30 [00:02<00:00, 10.00step/s]" in shown, shown
 
 
 def test_report_outside_engines_is_quiet():

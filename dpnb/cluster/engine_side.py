@@ -122,12 +122,15 @@ def parameter_values(names: list[str]) -> tuple:
 
 @dataclasses.dataclass
 class _EngineRun:
-    """An engine's side of one run: its last step and total, its losses, when it last
-    published, and whether the last report is still unsent."""
+    """An engine's side of one run: its last step and total, its losses, the step and
+    time of the current cell's first report, when it last published, and whether the
+    last report is still unsent."""
 
     step: int = 0
     total: int | None = None
     losses: list = dataclasses.field(default_factory=list)
+    cell_first: int = 0
+    cell_since: float | None = None
     published: float = 0.0
     unsent: bool = False
 
@@ -150,15 +153,18 @@ def _publish(shell) -> None:
     _run.published, _run.unsent = time.monotonic(), False
     shell.data_pub.publish_data({KEY: {"rank": int(os.environ.get("DPNB_RANK", 0)),
                                        "step": _run.step, "total": _run.total,
-                                       "losses": list(_run.losses)}})
+                                       "losses": list(_run.losses), "first": _run.cell_first,
+                                       "elapsed": _run.published - _run.cell_since}})
 
 
 def _flush() -> None:
     """Send the report the interval held back, at the end of the cell (IPython's
-    post_execute), so the notebook sees the last step of a run without a total."""
+    post_execute), so the notebook sees the last step of a run without a total; the
+    next cell's reports time themselves afresh."""
     shell = _shell()
     if _run.unsent and shell is not None:
         _publish(shell)
+    _run.cell_since = None
 
 
 def report(step: int, total: int | None = None, loss: float | None = None,
@@ -173,6 +179,8 @@ def report(step: int, total: int | None = None, loss: float | None = None,
     if step <= _run.step:
         _run = _EngineRun()
     _run.step, _run.total, _run.unsent = step, total, True
+    if _run.cell_since is None:
+        _run.cell_first, _run.cell_since = step, time.monotonic()
     if loss is not None:
         _run.losses.append((step, float(loss)))
     shell = _shell()

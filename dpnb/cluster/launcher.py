@@ -7,6 +7,7 @@ cluster started is gone after ``stop()``, even where a polite shutdown fails."""
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import os
 import shutil
@@ -20,7 +21,7 @@ from ..errors import DpnbError
 from . import engine_side, processes
 from .checks import require_mpi
 from .journal import Journal, resume_report
-from .profile import ENGINE_CMD, name_of
+from .profile import CONTROLLER_LAUNCHER, ENGINE_CMD, name_of
 from .profile import profile_dir as named_profile_dir
 from .table import Table
 from .training_state import STATE_ENV, state_directory
@@ -117,6 +118,7 @@ class Cluster:
             config.MPIEngineSetLauncher.mpi_cmd = [require_mpi()]
             config.MPIEngineSetLauncher.mpi_args = list(self.mpi_args)
         options = dict(engines=self.engines, n=self.n, config=config, log=_ipp_log,
+                       controller=CONTROLLER_LAUNCHER,
                        shutdown_atexit=False, engine_timeout=int(self.timeout), delay=0,
                        load_profile=self.profile is not None)
         if self.profile is not None:
@@ -147,9 +149,6 @@ class Cluster:
         _running.add(self)
         try:
             self.ipp.start_controller_sync()
-            if self.ipp.cluster_file and os.path.exists(self.ipp.cluster_file):
-                # process ids and paths: the owner's business; rewrites keep the mode
-                os.chmod(self.ipp.cluster_file, 0o600)
             self._remember_processes()
             self.client = self._connect_client()
             self._start_engines()
@@ -246,7 +245,7 @@ class Cluster:
         if self.progress and self._monitor is None:
             from .progress import ProgressMonitor
 
-            self._monitor = ProgressMonitor(self.client)
+            self._monitor = ProgressMonitor()
             self._monitor.start()
         if self._after_cell not in shell.events.callbacks["post_run_cell"]:
             shell.events.register("post_run_cell", self._after_cell)
@@ -270,6 +269,8 @@ class Cluster:
             except NoEnginesRegistered:
                 raise DpnbError(self._gone() or _GONE_ENGINES) from None
             self._last_result = result
+            if self._monitor is not None:
+                self._monitor.watch(result)
             return result
 
         def bounded_send_signal(sig, targets=None, block=None):
@@ -368,7 +369,7 @@ class Cluster:
         A ``%%px`` cell that streams output reports engine deaths only as "N errors"
         (dead engines send no error message to stream), so the ranks are named here."""
         if self._monitor is not None:
-            self._monitor.after_cell(result)
+            self._monitor.after_cell()
         self._show_interrupted()
         error = getattr(result, "error_in_exec", None)
         original = getattr(error, "original_error", error)  # a streamed cell's is wrapped
@@ -457,7 +458,7 @@ class Cluster:
         # a controller that has not written its connection files yet gets the rest of the time
         loaded.controller.connection_info_timeout = max(deadline - time.monotonic(), 1.0)
         self.client = self._connect_client()
-        if wait and (loaded.engines or _starter_alive(left.record)):
+        if wait and (loaded.engines or _starter_alive(left.record) or _engines_due(left)):
             self._await_engines(where, cluster_id, deadline, timeout)
         return self
 
@@ -726,11 +727,19 @@ def _profile_path(profile: str | None, profile_dir: str | os.PathLike | None):
 
 def _controller_starting(left: processes.Footprint) -> bool:
     """Whether a cluster's controller is on its way: a start recorded with no process yet,
-    or a controller that runs before ipyparallel has written the cluster file."""
+    or a controller that runs before ipyparallel has written the cluster file (dpnb's
+    controller launcher makes it empty first)."""
     if left.starting:
         return True
-    return (left.controller is not None
-            and not processes.cluster_file(left.profile_dir, left.cluster_id).exists())
+    return left.controller is not None and _cluster_file_state(left) is None
+
+
+def _cluster_file_state(left: processes.Footprint) -> dict | None:
+    """What ipyparallel wrote in a cluster's file, or None while it is missing or unwritten."""
+    try:
+        return json.loads(processes.cluster_file(left.profile_dir, left.cluster_id).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _starter_alive(record: processes.Record | None) -> bool:
@@ -746,6 +755,22 @@ def _starter_alive(record: processes.Record | None) -> bool:
     except psutil.Error:
         return False
     return same and processes.alive(starter)
+
+
+def _engines_due(left: processes.Footprint) -> bool:
+    """Whether a cluster started without dpnb's record (ipcluster, the IPython Clusters
+    panel) is about to start its engines: its file names no engine set yet, and the
+    process that started its controller, which starts them next, still runs."""
+    import psutil
+
+    state = _cluster_file_state(left)
+    if state is None or state.get("engines", {}).get("sets"):
+        return False
+    try:
+        starter = left.controller.parent()
+    except psutil.Error:
+        return False
+    return starter is not None and starter.pid != 1 and processes.alive(starter)
 
 
 def _engines_as_ranks(loaded) -> None:
