@@ -3,6 +3,7 @@ the helpers and ``%%px`` on it, one cluster per process for ``dpnb.start``, and 
 ``%%px`` that ``%load_ext dpnb`` gives before any cluster exists."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -163,3 +164,43 @@ def test_start_twice_refuses_and_the_first_keeps_working(ipython_dir, tmp_path):
     finally:
         first.stop()
     assert launcher.active() is None
+
+
+def test_attach_right_after_a_profile_start_waits_for_its_engines(tmp_path):
+    """ipcluster (and the IPython Clusters panel, the same ipyparallel code in the Jupyter
+    server) starts the controller, then the engines: an attach in between waits for them,
+    though dpnb has no record of that start.  The cluster's file is private from the start."""
+    import stat
+
+    from dpnb.cluster.launcher import _process_tree
+    from dpnb.cluster.profile import CONFIG_TEXT
+
+    profile_dir = tmp_path / "profile_panel"
+    (profile_dir / "security").mkdir(parents=True, mode=0o700)
+    (profile_dir / "ipcluster_config.py").write_text(CONFIG_TEXT)
+    ipcluster = [sys.executable, "-m", "ipyparallel.cluster", "start", "-n", "2",
+                 f"--profile-dir={profile_dir}", "--Cluster.delay=3"]
+    with open(tmp_path / "ipcluster.log", "w") as log:
+        server = subprocess.Popen(ipcluster, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        cluster_file = processes.cluster_file(profile_dir, "")
+        wait_for(cluster_file)                 # made empty by dpnb's controller launcher
+        assert stat.S_IMODE(cluster_file.stat().st_mode) == 0o600
+        deadline = time.monotonic() + TIMEOUT
+        while not cluster_file.read_text():   # the controller is up once ipyparallel writes it
+            assert time.monotonic() < deadline, "ipyparallel did not write its cluster file"
+            time.sleep(0.02)
+        assert json.loads(cluster_file.read_text())["engines"]["sets"] == {}   # engines: next
+        cluster = Cluster.attach(profile_dir=str(profile_dir), timeout=TIMEOUT)
+        try:
+            assert cluster.running and cluster.n == 2
+            assert cluster.view.pull(["rank", "size"]) == [[0, 2], [1, 2]]
+            assert stat.S_IMODE(cluster_file.stat().st_mode) == 0o600
+        finally:
+            cluster.stop()
+        assert server.wait(timeout=TIMEOUT) is not None
+    finally:
+        for p in reversed(_process_tree(server.pid)):
+            p.kill()
+        server.wait(timeout=30)
+    assert not processes.find(profile_dir, "").processes

@@ -12,6 +12,8 @@ from ..errors import DpnbError
 NAME = "mpi"
 # How every engine starts, from ipcluster or dpnb.start: one MPI rank each.
 ENGINE_CMD = [sys.executable, "-m", "dpnb.cluster.engine"]
+# How every controller starts: with the cluster's file readable by its owner only.
+CONTROLLER_LAUNCHER = "dpnb.cluster.controller_launcher.PrivateFileControllerLauncher"
 CONFIG_FILE = "ipcluster_config.py"
 CONFIG_TEXT = '''\
 """ipcluster configuration of the IPython profile "mpi" (installed by `dpnb profile install`).
@@ -30,6 +32,7 @@ def configure(c) -> None:
     from ..communicators.mpiexec import find_mpiexec
 
     c.Cluster.engine_launcher_class = "mpi"
+    c.Cluster.controller_launcher_class = CONTROLLER_LAUNCHER
     c.MPIEngineSetLauncher.mpi_cmd = [find_mpiexec()]
     c.EngineLauncher.engine_cmd = list(ENGINE_CMD)
 
