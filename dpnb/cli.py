@@ -64,15 +64,16 @@ def run_script(script: str, args: list[str]) -> int:
 
 
 def cluster_start(n: int | None, where: dict, cluster_id: str, timeout: float,
-                  mpi_args: list[str]) -> int:
-    """Start MPI engines that outlive this command, in an IPython profile (installed if missing)."""
+                  mpi_args: list[str], listen: dict | None = None) -> int:
+    """Start MPI engines that outlive this command, in an IPython profile (installed if
+    missing); ``listen``: the controller's ``ip``, ``location`` and ``curve``, as in ``start``."""
     from dpnb.cluster import Cluster
     from dpnb.cluster.profile import install, profile_dir
 
     if where.get("profile") == "mpi" and not (profile_dir() / "ipcluster_config.py").exists():
         install()
     cluster = Cluster(n, **where, cluster_id=cluster_id, timeout=timeout, mpi_args=mpi_args,
-                      progress=False, stop_at_exit=False)
+                      progress=False, stop_at_exit=False, **(listen or {}))
     cluster.start()
     print(cluster.topology())
     options = _cluster_options(where, cluster_id)
@@ -193,6 +194,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cluster-id", default="", help="for several clusters in one profile")
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("--mpi-args", default="", help="extra mpiexec arguments, e.g. '-f hostfile'")
+    p.add_argument("--ip", default=None, help="the address the controller listens on, for "
+                                              "engines on other hosts (default: 127.0.0.1)")
+    p.add_argument("--location", default=None,
+                   help="this host's name as the engines reach it (for --ip '*')")
+    p.add_argument("--curve", action="store_true", help="CurveZMQ encryption (with --ip)")
     p = commands.add_parser("profile", help="install the IPython profile 'mpi'")
     p.add_argument("action", choices=["install"])
     p.add_argument("--ipython-dir", default=None, help="default: $IPYTHONDIR or ~/.ipython")
@@ -230,7 +236,8 @@ def cluster(args) -> int:
     try:
         if args.action == "start":
             return cluster_start(args.n, where, args.cluster_id, args.timeout,
-                                 shlex.split(args.mpi_args))
+                                 shlex.split(args.mpi_args),
+                                 {"ip": args.ip, "location": args.location, "curve": args.curve})
         if args.action == "stop":
             return cluster_stop(where, args.cluster_id, args.timeout)
         if args.action == "where":

@@ -34,6 +34,8 @@ TIMEOUT = 90
 PROMPT = 5.0  # seconds within which a cell must fail once an engine is gone
 RANKS_PER_HOST = 2
 SCRIPTS = Path(__file__).parent / "mpi_scripts"
+# the controller's ports, as a firewall would need them pinned (one range per test process)
+PORTS = range(20000 + os.getpid() % 1000 * 24, 20024 + os.getpid() % 1000 * 24)
 TINY = ["--dataset", "synthetic", "-b", "4", "--nmaps", "4", "-e", "0.1", "-v", "4", "-s", "4",
         "-m", "2", "--no-progress"]
 
@@ -139,6 +141,7 @@ def cluster(hosts, ipython_dir):
     InteractiveShell.instance()
     c = dpnb.start(n=4, mpi_args=hosts.mpi_args(RANKS_PER_HOST), env=hosts.env,
                    ip=hosts.address, location=hosts.notebook_host, curve=True,
+                   controller_args=[f"--ports={PORTS.start}-{PORTS.stop - 1}"],
                    timeout=TIMEOUT, progress=False)
     yield c
     c.stop()
@@ -163,6 +166,7 @@ def test_cluster_topology_across_hosts(cluster, hosts):
     # the engines' and clients' ports on the bridge address only, the schedulers' own on
     # 127.0.0.1
     assert {ip for ip, _ in listening} == {hosts.address, "127.0.0.1"}
+    assert all(port in PORTS for ip, port in listening if ip == hosts.address), listening
     security = Path(cluster.ipp.profile_dir, "security")
     engine_file = json.loads(next(security.glob("ipcontroller-*engine.json")).read_text())
     assert engine_file["interface"] == f"tcp://{hosts.address}"
@@ -254,6 +258,31 @@ def test_stop_leaves_nothing_on_any_host(cluster, hosts):
                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert not [p for p in processes.cluster_files(profile_dir, cluster_id) if p.exists()]
     assert not os.path.exists(state_dir)
+
+
+def test_cluster_command_across_hosts(hosts, ipython_dir, tmp_path):
+    """`dpnb cluster start` with the hostfile and the bridge address, then status and stop."""
+    dpnb_command = [sys.executable, "-m", "dpnb", "cluster"]
+    where = ["--profile-dir", str(tmp_path / "profile")]
+    env = {**os.environ, **hosts.env}
+    mpi_args = " ".join(hosts.mpi_args(RANKS_PER_HOST))
+    started = subprocess.run([*dpnb_command, "start", "-n", "4", *where, "--mpi-args", mpi_args,
+                              "--ip", hosts.address, "--location", hosts.notebook_host,
+                              "--curve", "--timeout", str(TIMEOUT)],
+                             capture_output=True, text=True, timeout=2 * TIMEOUT, env=env)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        for name in hosts.names:
+            assert started.stdout.count(name) == RANKS_PER_HOST, started.stdout
+        status = subprocess.run([*dpnb_command, "status", *where], capture_output=True,
+                                text=True, timeout=TIMEOUT, env=env)
+        assert status.returncode == 0 and "4 engines run" in status.stdout, status.stdout
+        assert all(hosts.processes().values())
+    finally:
+        stopped = subprocess.run([*dpnb_command, "stop", *where], capture_output=True,
+                                 text=True, timeout=TIMEOUT, env=env)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert wait_until(lambda: not any(hosts.processes().values()), timeout=15)
 
 
 # A child process that makes one test host with a process left in it (in a session of its

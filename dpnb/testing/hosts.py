@@ -97,6 +97,7 @@ class TestHosts:
         self.work: Path | None = None
         self.launcher: Path | None = None
         self._record: Path | None = None
+        self._opened = False
 
     # -- setting up ------------------------------------------------------------------------
 
@@ -115,6 +116,7 @@ class TestHosts:
             raise DpnbError("this process has test hosts set up already; close() them first "
                             "(their names carry the pid, so one set per process)")
         TestHosts._open.add(os.getpid())
+        self._opened = True
         try:
             with _locked():
                 remove_stale_hosts()
@@ -267,7 +269,9 @@ exec {ip} netns exec "$ns" {_tool("unshare")} --uts /bin/sh -c \\
                 self._record.unlink(missing_ok=True)
         finally:
             self._record, self.work, self.hosts = None, None, []
-            TestHosts._open.discard(os.getpid())
+            if self._opened:
+                TestHosts._open.discard(os.getpid())
+                self._opened = False
 
 
 def hosts_unavailable() -> str | None:
@@ -302,11 +306,16 @@ def remove_stale_hosts() -> list[str]:
             continue
         left = _remove(record["bridge"], record["namespaces"], record["links"],
                        Path(record["work"]))
-        if not left:
-            path.unlink(missing_ok=True)
+        if left:
+            log.warning("the test hosts of ended process %s could not be removed entirely: %s",
+                        record["pid"], "; ".join(left))
+            continue
+        path.unlink(missing_ok=True)
         removed.append(f"test hosts of ended process {record['pid']}")
     # names of a run that crashed before its record was written, or whose record was lost
-    namespaces = [ns for ns in _netns_names() if _stale_name(_NAMESPACE, ns, recorded_pids)]
+    etc = [p.name for p in NETNS_ETC.iterdir()] if NETNS_ETC.is_dir() else []
+    namespaces = sorted({ns for ns in [*_netns_names(), *etc]
+                         if _stale_name(_NAMESPACE, ns, recorded_pids)})
     links = [name for name in _link_names() if _stale_name(_NAME, name, recorded_pids)]
     if namespaces or links:
         _remove(None, namespaces, links, None)
