@@ -23,6 +23,7 @@ from .checks import require_mpi
 from .journal import Journal, resume_report
 from .profile import CONTROLLER_LAUNCHER, ENGINE_CMD, name_of
 from .profile import profile_dir as named_profile_dir
+from .stranded import StrandedTasks
 from .table import Table
 from .training_state import STATE_ENV, state_directory
 
@@ -102,6 +103,7 @@ class Cluster:
         self._record: processes.Record | None = None
         self._monitor = None
         self._last_result = None   # what the view's execute (``%%px``) sent last
+        self._stranded = StrandedTasks(self._controller_gone)
         self._interrupted = None   # that result, where a signal was sent while it ran
         self.journal = Journal()
 
@@ -269,6 +271,7 @@ class Cluster:
             except NoEnginesRegistered:
                 raise DpnbError(self._gone() or _GONE_ENGINES) from None
             self._last_result = result
+            self._stranded.watch(result)
             if self._monitor is not None:
                 self._monitor.watch(result)
             return result
