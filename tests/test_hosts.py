@@ -331,3 +331,12 @@ def test_a_crashed_run_is_cleaned_up_by_the_next():
     removed = remove_stale_hosts()
     assert any(namespace.split("-")[1] in what for what in removed), removed
     assert_removed(*made)
+
+
+def test_without_root_there_are_no_test_hosts(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert "need root" in hosts_unavailable()
+    with pytest.raises(HostsUnavailable, match="need root"):
+        TestHosts(1).open()
+    with pytest.raises(DpnbError, match="1 to 9 hosts, got n=0"):
+        TestHosts(0)

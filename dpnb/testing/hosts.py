@@ -6,7 +6,9 @@ are in 10.213.k.0/24, on those links only.  Every command entered into a host ge
 namespace with the host's name, and each namespace's ``/etc/netns/<ns>/hosts`` (which
 ``ip netns exec`` puts over ``/etc/hosts``) names the hosts and the notebook's host.
 MPICH's ``mpiexec`` reaches the hosts as a user's reaches machines: a hostfile, and
-hydra's ssh launcher pointed at ``launcher``, a command called as ssh is called.
+hydra's ssh launcher pointed at ``launcher``, a command called as ssh is called; its
+proxies connect back to it by this machine's host name, which the hosts files give the
+bridge address.
 
 Needs root and iproute2 (``HostsUnavailable`` otherwise).  Names carry the owner's pid,
 and a record of what a run made (under ``RECORD_DIR``) lets a later run remove what a
