@@ -246,7 +246,7 @@ def test_engine_killed_on_a_remote_host_and_restart(cluster, hosts, capsys):
     assert shell.run_cell("%%px\nprint(rank)").success
 
 
-def test_stop_leaves_nothing_on_any_host(cluster, hosts):
+def test_stop_leaves_nothing_on_any_host(cluster, hosts, ipython_dir):
     pids = list(cluster.pids)
     profile_dir, cluster_id = cluster.ipp.profile_dir, cluster.ipp.cluster_id
     state_dir = cluster.state_dir
@@ -258,6 +258,9 @@ def test_stop_leaves_nothing_on_any_host(cluster, hosts):
                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert not [p for p in processes.cluster_files(profile_dir, cluster_id) if p.exists()]
     assert not os.path.exists(state_dir)
+    # nothing but IPython's own files (the notebook shell's history)
+    left = {str(p.relative_to(profile_dir)) for p in Path(ipython_dir).rglob("*") if p.is_file()}
+    assert left <= {"startup/README", "history.sqlite"}, left
 
 
 def test_cluster_command_across_hosts(hosts, ipython_dir, tmp_path):
