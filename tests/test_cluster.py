@@ -242,13 +242,13 @@ def test_listening_elsewhere_is_explicit(ipython_dir):
     assert Cluster(2)._make_ipp_cluster().controller_ip == ""   # ipyparallel's 127.0.0.1
 
 
-def test_other_launchers_and_mpiexec_options_pass_through(ipython_dir):
-    from ipyparallel.cluster.launcher import SSHEngineSetLauncher
+def test_slurm_launcher_and_mpiexec_options_pass_through(ipython_dir):
+    from dpnb.cluster.slurm import SlurmEngines
 
-    ssh = Cluster(2, engines="ssh", env={"A": "1"})._make_ipp_cluster()
-    assert ssh.engine_launcher_class is SSHEngineSetLauncher
-    assert ssh.config.EngineLauncher.engine_cmd == [sys.executable, "-m", "dpnb.cluster.engine"]
-    assert ssh.config.EngineLauncher.environment == {"A": "1"}
+    slurm = Cluster(2, engines="slurm", env={"A": "1"})._make_ipp_cluster()
+    assert slurm.engine_launcher_class is SlurmEngines
+    assert slurm.config.EngineLauncher.engine_cmd == [sys.executable, "-m", "dpnb.cluster.engine"]
+    assert slurm.config.EngineLauncher.environment == {"A": "1"}
     mpi = Cluster(2, mpi_args=["-f", "hosts"])._make_ipp_cluster()
     assert mpi.config.MPIEngineSetLauncher.mpi_args == ["-f", "hosts"]
     assert mpi.config.MPIEngineSetLauncher.mpi_cmd[0].endswith("mpiexec")

@@ -72,14 +72,14 @@ class Cluster:
     """MPI-mode IPython-parallel engines, one per rank, driven from this process.
 
     ``n`` engines (default: GPUs, else CPU cores).  ``mpi_args`` go to mpiexec
-    (e.g. ``["-f", "hostfile"]``), ``env`` into the engines' environment.
-    ``engines`` picks another ipyparallel engine launcher ("slurm", "ssh", a
-    class) that then runs the same entry point.  The controller listens on
-    127.0.0.1 unless ``ip`` says otherwise (``"*"`` for every interface; then
-    use ``curve=True`` for ipyparallel's CurveZMQ encryption).  Other keywords
-    go to ``ipyparallel.Cluster``."""
+    (e.g. ``["-f", "hostfile"]`` for several hosts), ``env`` into the engines'
+    environment.  ``engines="slurm"`` submits them instead as one Slurm job of
+    ``n`` tasks (mpiexec inside the allocation, see ``dpnb.cluster.slurm``); no
+    other launcher is accepted.  The controller listens on 127.0.0.1 unless ``ip``
+    says otherwise (``"*"`` for every interface; then use ``curve=True`` for
+    ipyparallel's CurveZMQ encryption).  Other keywords go to ``ipyparallel.Cluster``."""
 
-    def __init__(self, n: int | None = None, *, engines: str | type = "mpi",
+    def __init__(self, n: int | None = None, *, engines: str = "mpi",
                  mpi_args: Sequence[str] = (), env: dict[str, str] | None = None,
                  timeout: float = 60.0, ip: str | None = None, location: str | None = None,
                  curve: bool = False, profile: str | None = None, profile_dir: str | None = None,
@@ -87,6 +87,7 @@ class Cluster:
         self.n = int(n) if n is not None else default_n()
         if self.n < 1:
             raise DpnbError(f"a cluster needs at least one engine, got n={self.n}")
+        _check_engines(engines, mpi_args)
         self.engines = engines
         self.mpi_args = list(mpi_args)
         self.env = dict(env or {})
@@ -119,7 +120,12 @@ class Cluster:
         if self.engines == "mpi":
             config.MPIEngineSetLauncher.mpi_cmd = [require_mpi()]
             config.MPIEngineSetLauncher.mpi_args = list(self.mpi_args)
-        options = dict(engines=self.engines, n=self.n, config=config, log=_ipp_log,
+            launcher = "mpi"
+        else:
+            from .slurm import SlurmEngines
+            config.SlurmEngines.mpi_cmd = [require_mpi()]
+            launcher = SlurmEngines
+        options = dict(engines=launcher, n=self.n, config=config, log=_ipp_log,
                        controller=CONTROLLER_LAUNCHER,
                        shutdown_atexit=False, engine_timeout=int(self.timeout), delay=0,
                        load_profile=self.profile is not None)
@@ -219,7 +225,7 @@ class Cluster:
         deadline = time.monotonic() + timeout + 5
         while not waiting.done():
             if self._engines_exited():
-                raise EngineError("the engine launcher (mpiexec) exited")
+                raise EngineError("the engine launcher (mpiexec, or the Slurm job) exited")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no answer from wait_for_engines in {timeout:g} s")
             time.sleep(0.1)
@@ -381,10 +387,13 @@ class Cluster:
             print("\n".join(deaths) + "\n" + _GONE_ENGINES + ".", file=sys.stderr)
 
     def _engines_exited(self) -> bool:
-        """Whether a local engine launcher process (mpiexec) has exited."""
+        """Whether a local engine launcher process (mpiexec) has exited, or a Slurm
+        engine job has ended."""
         import psutil
 
         for es in self.ipp.engines.values():
+            if callable(getattr(es, "ended", None)) and es.ended():
+                return True
             process = getattr(es, "process", None)
             try:
                 if process is not None and process.status() == psutil.STATUS_ZOMBIE:
@@ -713,6 +722,29 @@ class Cluster:
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
         return f"<dpnb.Cluster n={self.n} engines={self.engines!r} {state}>"
+
+
+ENGINES = ("mpi", "slurm")   # the engine launchers dpnb has tested
+
+
+def _check_engines(engines, mpi_args: Sequence[str]) -> None:
+    """A DpnbError for an engine launcher dpnb does not start, or options it would ignore."""
+    if engines == "ssh":
+        raise DpnbError("engines='ssh' cannot work: ipyparallel's SSH launcher starts each "
+                        "engine on its own, so each is rank 0 of a one-rank MPI world.  For "
+                        "several hosts give mpiexec a hostfile, which starts ONE MPI job "
+                        "across them over ssh: dpnb.start(n=8, mpi_args=['-f', 'hostfile'], "
+                        "ip='*', location='this-host-name', curve=True)")
+    if not isinstance(engines, str) or engines not in ENGINES:
+        raise DpnbError(f"engines={engines!r} is not one of dpnb's engine launchers "
+                        f"{', '.join(map(repr, ENGINES))}; use 'mpi' (mpiexec, with "
+                        "mpi_args=['-f', 'hostfile'] for several hosts) or 'slurm' (a Slurm "
+                        "job of n tasks)")
+    if engines == "slurm" and mpi_args:
+        raise DpnbError(f"mpi_args={list(mpi_args)!r} go to mpiexec, which engines='slurm' does "
+                        "not start (the job's allocation says where ranks run); leave them "
+                        "out, and give sbatch's options as its variables in env= (e.g. "
+                        "env={'SBATCH_PARTITION': 'gpu', 'SBATCH_TIMELIMIT': '60'})")
 
 
 _GONE_ENGINES = ("Engine ids are MPI ranks; under MPI the death of one rank ends them all.  "

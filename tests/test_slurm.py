@@ -1,0 +1,166 @@
+"""``dpnb.start(engines="slurm")`` against a real single-machine Slurm (``tests/slurm.py``):
+the engines are one Slurm job whose tasks are the ranks of one MPI world, with local
+ranks from Slurm's variables; the seed tutorial's all_reduce gives NumPy's mean; stop()
+ends the job and every engine process.  Also: the engine launchers dpnb refuses."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import psutil
+import pytest
+
+import dpnb
+from dpnb.cluster import Cluster, require_mpi
+from dpnb.errors import DpnbError
+from dpnb.notebook import compare, gather, gather_grads
+from seed_tutorial import DATA_PARALLEL
+from slurm import SlurmUnavailable, clean_leftovers, running_slurm
+
+TIMEOUT = 90
+
+
+@pytest.fixture(scope="module")
+def slurm(ipython_dir):
+    """A private Slurm for this module, which this process's sbatch and squeue reach."""
+    try:
+        with running_slurm() as running, pytest.MonkeyPatch.context() as mp:
+            mp.setenv("SLURM_CONF", str(running.conf))
+            yield running
+    except SlurmUnavailable as e:
+        pytest.skip(str(e))
+
+
+def run(view, code: str):
+    return view.execute(textwrap.dedent(code), block=False).get(timeout=TIMEOUT)
+
+
+def processes_of_job(job_id: str) -> list[psutil.Process]:
+    """The live processes whose environment names Slurm job ``job_id``."""
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("SLURM_JOB_ID") == job_id and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_engines_as_one_slurm_job(slurm):
+    cluster = dpnb.start(n=2, engines="slurm", timeout=TIMEOUT, progress=False)
+    try:
+        jobs = slurm.jobs()
+        assert [(j["name"], j["state"]) for j in jobs] == [
+            (f"dpnb-engines-{cluster.ipp.cluster_id}", "RUNNING")]
+        job_id = jobs[0]["id"]
+        scripts = [es.batch_file for es in cluster.ipp.engines.values()]
+        assert scripts and not any(map(os.path.exists, scripts))   # sbatch has read it
+        table = cluster.topology()
+        assert [row[:2] for row in table.rows] == [[0, 0], [1, 1]]   # engine ids are ranks
+        assert [row[4] for row in table.rows] == [0, 1]              # local ranks
+        engine_pids = [row[3] for row in table.rows]
+        launched = gather("{k: __import__('os').environ.get(k) for k in ('SLURM_JOB_ID', "
+                          "'MPI_LOCALRANKID')}")
+        for rank, pid in enumerate(engine_pids):
+            # hydra's rank in the job's allocation, under a proxy that srun started as a step
+            assert launched[rank] == {"SLURM_JOB_ID": job_id, "MPI_LOCALRANKID": str(rank)}
+            ancestors = [" ".join(p.cmdline()) for p in psutil.Process(pid).parents()]
+            assert any(a.startswith(f"slurmstepd: [{job_id}.") and ".batch" not in a
+                       for a in ancestors), ancestors
+        assert {p.pid for p in processes_of_job(job_id)} >= set(engine_pids)
+
+        run(cluster.view, DATA_PARALLEL)
+        assert gather("(n_devices, mpi_rank)") == {0: (2, 0), 1: (2, 1)}
+        before = gather_grads()
+        assert not compare(before).agree()
+        run(cluster.view, "comm.all_reduce([x.grad for x in nn.get_parameters().values()], "
+                          "division=True)")
+        after = gather_grads()
+        for name in before[0]:
+            mean = (before[0][name].astype(np.float64) + before[1][name]) / 2
+            np.testing.assert_allclose(after[0][name], mean, rtol=1e-5, atol=1e-6)
+            np.testing.assert_array_equal(after[0][name], after[1][name])
+        engine_set = next(iter(cluster.ipp.engines.values()))
+        assert not engine_set.ended() and cluster._gone() is None
+    finally:
+        cluster.stop()
+    assert engine_set.ended() and slurm.jobs() == []
+    assert slurm.run("squeue", "--noheader", "--states=all", "--jobs", job_id,
+                     "--format=%T").split()[0] in ("CANCELLED", "COMPLETED")
+    assert processes_of_job(job_id) == [] and not any(psutil.pid_exists(p) and
+                                                      psutil.Process(p).status() !=
+                                                      psutil.STATUS_ZOMBIE
+                                                      for p in engine_pids)
+
+
+def test_a_job_slurm_refuses_or_keeps_pending(slurm):
+    with pytest.raises(DpnbError, match="sbatch refused the job of 2 engine tasks: .*"
+                                        "invalid partition specified: nosuch"):
+        dpnb.start(n=2, engines="slurm", env={"SBATCH_PARTITION": "nosuch"}, progress=False)
+    with pytest.raises(DpnbError, match=r"16 engines did not start within 3 s .*\n"
+                                        r"\(no output yet: Slurm job \d+ is PENDING, reason: "):
+        dpnb.start(n=16, engines="slurm", timeout=3, progress=False)   # more CPUs than Slurm has
+    assert slurm.jobs() == [] and dpnb.cluster.launcher.active() is None
+
+
+def test_a_killed_owner_leaves_nothing(tmp_path):
+    """A run that dies with its Slurm running: the next run ends that Slurm's daemons and
+    removes its directory."""
+    from slurm import unavailable
+
+    why = unavailable()
+    if why is not None:
+        pytest.skip(why)
+    tests = os.path.dirname(os.path.abspath(__file__))
+    owner = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from slurm import running_slurm\n"
+         "with running_slurm() as s:\n    print(s.dir, flush=True); time.sleep(600)"],
+        cwd=tests, stdout=subprocess.PIPE, text=True)
+    try:
+        directory = owner.stdout.readline().strip()
+        assert directory, "the owner's Slurm did not start"
+        daemons = [p for p in psutil.process_iter(["cmdline"])
+                   if any(directory in a for a in p.info["cmdline"] or ())]
+        assert len(daemons) == 3                        # munged, slurmctld and slurmd
+    finally:
+        owner.kill()
+        owner.wait()
+    assert str(directory) in map(str, clean_leftovers())
+    assert not os.path.exists(directory)
+    _, alive = psutil.wait_procs(daemons, timeout=5)
+    assert alive == []
+
+
+@pytest.mark.parametrize("engines", ["ssh", "SSHEngineSetLauncher", "pbs", "MPI", None])
+def test_only_tested_launchers(engines):
+    with pytest.raises(DpnbError) as e:
+        Cluster(2, engines=engines)
+    if engines == "ssh":
+        assert "rank 0 of a one-rank MPI world" in str(e.value)
+        assert "mpi_args=['-f', 'hostfile']" in str(e.value)
+    else:
+        assert f"engines={engines!r} is not one of dpnb's engine launchers 'mpi', 'slurm'" in str(
+            e.value)
+
+
+def test_slurm_refuses_mpiexec_arguments():
+    with pytest.raises(DpnbError, match="go to mpiexec, which engines=.slurm. does not start"):
+        Cluster(2, engines="slurm", mpi_args=["-f", "hostfile"])
+
+
+def test_slurm_engines_run_one_mpi_world(ipython_dir):
+    from dpnb.cluster.slurm import SlurmEngines
+
+    ipp_cluster = Cluster(2, engines="slurm", env={"SBATCH_PARTITION": "gpu"})._make_ipp_cluster()
+    assert ipp_cluster.engine_launcher_class is SlurmEngines
+    launcher = SlurmEngines(profile_dir=str(ipython_dir), cluster_id="x", config=ipp_cluster.config)
+    launcher.write_batch_script(3)
+    script = open(launcher.batch_file).read()
+    assert os.path.dirname(launcher.batch_file) == os.path.join(str(ipython_dir), "log")
+    assert "#SBATCH --ntasks=3\n" in script
+    assert f"{require_mpi()} -n 3 {sys.executable} -m dpnb.cluster.engine" in script
+    assert launcher.get_env()["SBATCH_PARTITION"] == "gpu"   # sbatch runs with it
