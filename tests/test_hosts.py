@@ -29,6 +29,7 @@ from dpnb.notebook import check_sync, compare, gather, gather_grads
 from dpnb.testing import (HostsUnavailable, TestHosts, assert_ranks_ok, hosts_unavailable,
                           remove_stale_hosts)
 from seed_tutorial import DATA_PARALLEL
+from test_resume import DEFINE, PARAMETERS, TRAIN
 
 TIMEOUT = 90
 PROMPT = 5.0  # seconds within which a cell must fail once an engine is gone
@@ -211,21 +212,43 @@ def test_dpnb_all_reduce_crosses_the_links(cluster, hosts):
         assert after[name] - before[name] >= 8 << 20, (name, after[name] - before[name])
 
 
-def test_engine_killed_on_a_remote_host_and_restart(cluster, hosts, capsys):
-    """SIGKILL of rank 3 (on host 1) while a %%px cell runs: the cell fails at once naming
-    the dead engine, the next cell says restart is the fix, and restart works across hosts."""
+def run_cell(shell, source: str):
+    result = shell.run_cell(source)
+    assert result.success, result.error_in_exec
+    return result
+
+
+def test_engine_killed_on_a_remote_host_mid_training_resumes(cluster, hosts, capsys):
+    """SIGKILL of rank 3 (on host 1) while the training cell runs: the cell fails at once
+    naming the dead engine, the next cell says restart is the fix, and
+    ``restart(resume=True)`` across the hosts replays the journal and restores the last
+    commit, so the training cell run again ends with the parameters of an uninterrupted
+    run, bit for bit."""
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
-    assert shell.magics_manager.registry["ParallelMagics"].view is cluster.view
+    shell.run_line_magic("load_ext", "dpnb")
+    cluster.restart()
+    for cell in [*DEFINE, TRAIN]:
+        run_cell(shell, cell)
+    uninterrupted = gather(PARAMETERS)
+
+    cluster.restart()
+    for cell in DEFINE:
+        run_cell(shell, cell)
     rows = cluster.topology().rows
     victim = rows[3][3]
     assert rows[3][2] == hosts.names[1]
     assert victim in [p.pid for p in hosts.processes()[hosts.names[1]]]
-    threading.Timer(1.0, os.kill, (victim, signal.SIGKILL)).start()
-    start = time.monotonic()
-    result = shell.run_cell("%%px\nimport time\ntime.sleep(60)")
-    assert time.monotonic() - start < 15 and not result.success
+    marker = Path(cluster.state_dir, "commit-000003.complete")
+    killed: list[float] = []
+    killer = threading.Thread(target=_kill_once_there, args=(marker, victim, killed),
+                              daemon=True)
+    killer.start()
+    result = shell.run_cell(TRAIN)
+    failed_after = time.monotonic() - killed[0]
+    killer.join()
+    assert not result.success and failed_after < 15, failed_after
     assert re.search(r"Engine \d died", str(result.error_in_exec.elist))
     assert "cluster.restart(resume=True)" in capsys.readouterr().err
     # under MPI the others end with it: the controller sees the engines go
@@ -236,14 +259,30 @@ def test_engine_killed_on_a_remote_host_and_restart(cluster, hosts, capsys):
     assert isinstance(result.error_in_exec, DpnbError) and elapsed < PROMPT, (
         repr(result.error_in_exec), elapsed)
     assert "gone" in str(result.error_in_exec)
-    old = {r[3] for r in rows}
-    cluster.restart()
+
+    cluster.restart(resume=True)
+    assert "Replaying 3 of 3 journal cells" in capsys.readouterr().out
     table = cluster.topology()
     assert [row[2] for row in table.rows] == expected_hosts(hosts)
     assert [row[4] for row in table.rows] == [0, 1, 0, 1]
-    assert not {row[3] for row in table.rows} & old
-    assert gather("40 + rank") == {r: 40 + r for r in range(4)}
-    assert shell.run_cell("%%px\nprint(rank)").success
+    assert not {row[3] for row in table.rows} & {row[3] for row in rows}
+    restored = set(gather("state.step").values())
+    assert len(restored) == 1 and min(restored) >= 12 and min(restored) % 4 == 0, restored
+    run_cell(shell, TRAIN)
+    resumed = gather(PARAMETERS)
+    for rank in range(4):
+        assert list(resumed[rank]) == list(uninterrupted[rank])
+        for name, value in uninterrupted[rank].items():
+            np.testing.assert_array_equal(resumed[rank][name], value, err_msg=name)
+
+
+def _kill_once_there(marker: Path, pid: int, killed: list) -> None:
+    """SIGKILL ``pid`` once ``marker`` exists; the time of the kill goes into ``killed``."""
+    deadline = time.monotonic() + TIMEOUT
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    killed.append(time.monotonic())
+    os.kill(pid, signal.SIGKILL)
 
 
 def test_stop_leaves_nothing_on_any_host(cluster, hosts, ipython_dir):
