@@ -175,6 +175,13 @@ def test_cluster_topology_across_hosts(cluster, hosts):
     assert engine_file["curve_serverkey"] and engine_file["location"] == hosts.notebook_host
 
 
+def test_where_answers_from_every_host(cluster):
+    stacks = dpnb.where(timeout=10)
+    assert stacks.missing == []
+    assert [stacks[r].pid for r in range(4)] == [row[3] for row in cluster.topology().rows]
+    assert all(stacks[r].state == "idle" for r in range(4)), stacks
+
+
 def test_seed_tutorial_all_reduce_and_check_sync_across_hosts(cluster, hosts):
     run(cluster.view, DATA_PARALLEL)
     assert gather("(n_devices, mpi_rank)") == {r: (4, r) for r in range(4)}
