@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -25,11 +26,17 @@ import psutil
 PREFIX = "dpnb-slurm-"
 COMMANDS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "scancel", "sinfo")
 CPUS = 4            # claimed with config_overrides, so 2 tasks fit on any machine
+# A fresh Slurm numbers jobs from FirstJobId.  MPICH names its shared memory after the
+# job step, and a step killed in MPI_Init leaves it in /dev/shm, where the same step of a
+# later Slurm found and misread it (first steps failed in MPI_Init); so each Slurm here
+# starts at a random job id.
+FIRST_JOB_IDS = (10**5, 6 * 10**7)   # below Slurm's MaxJobId (67043328)
 START_TIMEOUT = 30  # seconds for the node to become idle
 STOP_TIMEOUT = 15   # seconds for jobs, then each daemon, to end
 
 CONFIG = """\
 ClusterName=dpnbtest
+FirstJobId={first_job_id}
 SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={ctld_port}
 SlurmdPort={slurmd_port}
@@ -62,7 +69,7 @@ PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
 
 
 class SlurmUnavailable(Exception):
-    """Slurm cannot run here; the message says why (for a skip)."""
+    """Slurm cannot run here; the message says why."""
 
 
 @dataclass
@@ -96,10 +103,14 @@ class Slurm:
                 for line in out.splitlines() if line.strip()]
 
     def log(self, name: str, lines: int = 20) -> str:
-        """The last lines of a daemon's log (``slurmctld``, ``slurmd``, ``munged``)."""
-        path = self.dir / "log" / f"{name}.log"
-        text = path.read_text(errors="replace") if path.exists() else "(no log)"
-        return "".join(text.splitlines(True)[-lines:])
+        """The last lines of a daemon's log and of its output (``slurmctld``, ``slurmd``,
+        ``munged``; a daemon that cannot read its configuration says why only there)."""
+        parts = []
+        for path in (self.dir / "log" / f"{name}.log", self.dir / "log" / f"{name}.out"):
+            if path.exists() and path.stat().st_size:
+                text = path.read_text(errors="replace")
+                parts.append("".join(text.splitlines(True)[-lines:]))
+        return "".join(parts) or "(nothing logged)"
 
 
 def unavailable() -> str | None:
@@ -185,7 +196,8 @@ def _write_files(directory: Path, host: str) -> None:
     key.chmod(0o400)
     (directory / "plugstack.conf").write_text("")
     (directory / "slurm.conf").write_text(CONFIG.format(
-        host=host, dir=directory, cpus=CPUS, ctld_port=_free_port(), slurmd_port=_free_port()))
+        host=host, dir=directory, cpus=CPUS, first_job_id=random.randrange(*FIRST_JOB_IDS),
+        ctld_port=_free_port(), slurmd_port=_free_port()))
 
 
 def _start_daemons(slurm: Slurm, started: list[subprocess.Popen]) -> None:
@@ -256,7 +268,8 @@ def _stop(slurm: Slurm, started: list[subprocess.Popen]) -> None:
 @contextlib.contextmanager
 def running_slurm():
     """A private Slurm with one idle node of ``CPUS`` CPUs (this host), stopped and removed
-    on exit; SlurmUnavailable where Slurm is not installed, not usable or does not start."""
+    on exit; SlurmUnavailable where Slurm is not installed, not usable or does not start
+    (with the daemons' logs)."""
     why = unavailable()
     if why is not None:
         raise SlurmUnavailable(why)

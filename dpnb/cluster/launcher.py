@@ -74,8 +74,8 @@ class Cluster:
     ``n`` engines (default: GPUs, else CPU cores).  ``mpi_args`` go to mpiexec
     (e.g. ``["-f", "hostfile"]`` for several hosts), ``env`` into the engines'
     environment.  ``engines="slurm"`` submits them instead as one Slurm job of
-    ``n`` tasks (mpiexec inside the allocation, see ``dpnb.cluster.slurm``); no
-    other launcher is accepted.  The controller listens on 127.0.0.1 unless ``ip``
+    ``n`` tasks (``srun --mpi=pmi2``, see ``dpnb.cluster.slurm``); no other
+    launcher is accepted.  The controller listens on 127.0.0.1 unless ``ip``
     says otherwise (``"*"`` for every interface; then use ``curve=True`` for
     ipyparallel's CurveZMQ encryption).  Other keywords go to ``ipyparallel.Cluster``."""
 
@@ -123,7 +123,6 @@ class Cluster:
             launcher = "mpi"
         else:
             from .slurm import SlurmEngines
-            config.SlurmEngines.mpi_cmd = [require_mpi()]
             launcher = SlurmEngines
         options = dict(engines=launcher, n=self.n, config=config, log=_ipp_log,
                        controller=CONTROLLER_LAUNCHER,
@@ -742,8 +741,8 @@ def _check_engines(engines, mpi_args: Sequence[str]) -> None:
                         "job of n tasks)")
     if engines == "slurm" and mpi_args:
         raise DpnbError(f"mpi_args={list(mpi_args)!r} go to mpiexec, which engines='slurm' does "
-                        "not start (the job's allocation says where ranks run); leave them "
-                        "out, and give sbatch's options as its variables in env= (e.g. "
+                        "not start (srun starts the ranks where the job's allocation says); "
+                        "leave them out, and give sbatch's options as its variables in env= (e.g. "
                         "env={'SBATCH_PARTITION': 'gpu', 'SBATCH_TIMELIMIT': '60'})")
 
 

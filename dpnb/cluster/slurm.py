@@ -2,36 +2,34 @@
 
 ipyparallel's ``SlurmEngineSetLauncher`` submits ``srun <engine command>`` with
 ``sbatch``; without an MPI plugin srun starts ``n`` one-rank MPI worlds, each engine
-rank 0.  This launcher's batch script runs MPICH's ``mpiexec -n <n>`` (hydra) inside
-the allocation instead: hydra reads the job's nodes and tasks from Slurm, starts
-one proxy per node with srun and the ranks under them, so the tasks form one MPI
-world and engine ids equal ranks.  (``srun --mpi=pmi2`` works with the ``mpich``
-wheel too, but on Debian's Slurm 22.05 the first job step after slurmd starts
-failed in MPI_Init in 5 of 7 tries.)  It writes its batch script beside its log
-instead of the current directory, tells when its job has ended, and ``stop()``
+rank 0.  This launcher's batch script runs ``srun --mpi=pmi2``: Slurm's PMI server,
+which the ``mpich`` wheel's MPICH speaks, makes the tasks one MPI world, so engine
+ids equal ranks and each rank's local rank is Slurm's ``SLURM_LOCALID``.  It writes
+its batch script beside its log instead of the current directory, says why sbatch
+refused a job or why it still pends, tells when its job has ended, and ``stop()``
 returns once the job has left the queue."""
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 import time
 
 from ipyparallel.cluster.launcher import SlurmEngineSetLauncher
-from traitlets import Float, List, Unicode
+from traitlets import Float, Unicode
 
 from ..errors import DpnbError
 
+SRUN_MPI = "pmi2"
 # States of a job whose processes may still run (squeue's names).
 ACTIVE = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED",
                     "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "SIGNALING",
                     "STAGE_OUT", "STOPPED"})
-TEMPLATE = """#!/bin/sh
+TEMPLATE = f"""#!/bin/sh
 #SBATCH --export=ALL
-#SBATCH --job-name=dpnb-engines-{cluster_id}
-#SBATCH --ntasks={n}
-#SBATCH --output={output_file}
-{mpi_cmd} -n {n} {program_and_args}
+#SBATCH --job-name=dpnb-engines-{{cluster_id}}
+#SBATCH --ntasks={{n}}
+#SBATCH --output={{output_file}}
+srun --mpi={SRUN_MPI} {{program_and_args}}
 """
 STATE_CHECK_EVERY = 1.0   # seconds a job state read from squeue is reused
 
@@ -58,8 +56,6 @@ class SlurmEngines(SlurmEngineSetLauncher):
     """One Slurm job whose ``n`` tasks are the ranks of one MPI world, one engine each."""
 
     default_template = Unicode(TEMPLATE)
-    mpi_cmd = List(Unicode(), ["mpiexec"], config=True,
-                   help="MPICH's mpiexec (hydra), the one mpi4py's MPI belongs to")
     stop_timeout = Float(60.0, config=True,
                          help="seconds stop() waits for the cancelled job to end")
 
@@ -70,11 +66,6 @@ class SlurmEngines(SlurmEngineSetLauncher):
         self.batch_file = os.path.join(log_dir, f"{self.identifier}.sbatch")
         self._state: tuple[str | None, str] = (None, "")
         self._state_read = -float("inf")
-
-    def write_batch_script(self, n=1):
-        """The batch script, with ``mpi_cmd`` in it."""
-        self.context["mpi_cmd"] = shlex.join(self.mpi_cmd)
-        super().write_batch_script(n)
 
     def start(self, n=1):
         """Submit the job; the batch script is removed once sbatch has read it.  A
