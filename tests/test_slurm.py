@@ -109,6 +109,13 @@ def test_a_job_slurm_refuses_or_keeps_pending(slurm):
     assert slurm.jobs() == [] and dpnb.cluster.launcher.active() is None
 
 
+def test_slurm_where_sbatch_is_missing(ipython_dir, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(DpnbError, match="submits the engines with sbatch, which is not on PATH"):
+        dpnb.start(n=2, engines="slurm", timeout=TIMEOUT, progress=False)
+    assert dpnb.cluster.launcher.active() is None
+
+
 def test_a_killed_owner_leaves_nothing(tmp_path):
     """A run that dies with its Slurm running: the next run ends that Slurm's daemons and
     removes its directory."""

@@ -77,6 +77,10 @@ class SlurmEngines(SlurmEngineSetLauncher):
             raise DpnbError(f"sbatch refused the job of {n} engine tasks: {message or e}.  "
                             "Ask for what the partition has (n; SBATCH_PARTITION and other "
                             "sbatch variables in env=)") from None
+        except FileNotFoundError as e:
+            raise DpnbError(f"engines='slurm' submits the engines with sbatch, which is not "
+                            f"on PATH here ({e}); start the notebook on a host of the Slurm "
+                            "cluster (a login node), or use engines='mpi'") from None
         finally:
             if os.path.exists(self.batch_file):
                 os.remove(self.batch_file)
@@ -109,18 +113,19 @@ class SlurmEngines(SlurmEngineSetLauncher):
     def stop(self):
         """Cancel the job (unless it has ended already) and wait until it has ended, at
         most ``stop_timeout`` seconds."""
-        output = ""
+        output = refused = ""
         if self.job_id and not self._ended_now():
             try:
                 output = self._run_command(self.delete_command + [self.job_id])
             except subprocess.CalledProcessError as e:   # it may have ended meanwhile
-                output = (e.output or b"").decode("utf8", "replace")
+                refused = (e.stderr or b"").decode("utf8", "replace").strip()
         deadline = time.monotonic() + self.stop_timeout
         while self.job_id and not self._ended_now() and time.monotonic() < deadline:
             time.sleep(0.2)
         if self.job_id and not self._ended_now():
-            self.log.warning("Slurm job %s was still %s %g s after scancel", self.job_id,
-                             self.job_state(), self.stop_timeout)
+            self.log.warning("Slurm job %s was still %s %g s after scancel%s", self.job_id,
+                             self.job_state(), self.stop_timeout,
+                             f" ({refused})" if refused else "")
         self.notify_stop(dict(job_id=self.job_id, output=output))
         return output
 
