@@ -35,3 +35,12 @@ class RankArgumentError(AgreementError):
     root out of range, ...) and told the other ranks of the group: every rank
     raises it before anything is sent, naming those ranks and their errors, and
     the communicator stays usable."""
+
+
+class ClusterGone(DpnbError):
+    """The cluster a cell or call needs is gone (stopped from outside, killed, its engines
+    dead): the message says which and how to restart.  IPython shows only the message, as
+    the traceback holds dpnb's and ipyparallel's frames, none of the user's."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]

@@ -3,6 +3,8 @@ by Playwright: what a person sees in the page (outputs, errors, tables, plots, p
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -55,34 +57,14 @@ def page(browser, request):
     context.close()
 
 
-def wait_for_engines(ipython_dir: Path, profile: str, n: int, timeout: float) -> None:
-    """Wait until ``n`` engines registered with the profile's controller, once it is up."""
-    import ipyparallel as ipp
+def stop_leftover_clusters(ipython_dir: Path, profile: str) -> None:
+    """Stop every cluster of a profile that the panel or a notebook started and a failed
+    test left running."""
+    from dpnb.cluster.launcher import stop_cluster
 
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            client = ipp.Client(profile=profile, ipython_dir=str(ipython_dir), timeout=5)
-            break
-        except (OSError, TimeoutError):
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-    try:
-        client.wait_for_engines(n, timeout=max(1, deadline - time.monotonic()))
-    finally:
-        client.close()
-
-
-def stop_leftover_cluster(ipython_dir: Path, profile: str) -> None:
-    """Stop a cluster the panel started and a failed test left running."""
-    import ipyparallel as ipp
-
-    try:
-        cluster = ipp.Cluster.from_file(profile_dir=str(ipython_dir / f"profile_{profile}"))
-    except FileNotFoundError:
-        return
-    cluster.stop_cluster_sync()
+    profile_dir = ipython_dir / f"profile_{profile}"
+    for path in (profile_dir / "security").glob("cluster-*.json"):
+        stop_cluster(profile_dir=str(profile_dir), cluster_id=path.stem[len("cluster-"):])
 
 
 def stored_outputs(name: str):
@@ -110,10 +92,14 @@ def test_tutorial_restart_and_run_all(lab, page, name):
     page.shots("run_all_done")
     print(f"{name}: restart and run all {time.monotonic() - start:.1f} s (cells {waited:.1f} s)")
     assert steps.errors(page) == {}
-    # The training cell's progress bar and live curve are not checked: they are lost in
-    # about 1 of 7 runs (issue 14, item 3), so that check is left out until that is fixed.
-    training = {i for i, c in enumerate(nb["cells"]) if "report(step" in "".join(c["source"])}
-    for i in sorted(kinds.keys() - training):
+    training = next(i for i, c in enumerate(nb["cells"]) if "report(step" in "".join(c["source"]))
+    bars = steps.progress_bars(page, training)
+    assert len(bars) == 1 and "100/100" in bars[0], f"training cell: progress {bars}"
+    curve = steps.images(page, training)
+    assert len(curve) == 1, f"training cell: {len(curve)} loss curves"
+    for rank, rgb in RANK_COLOURS.items():
+        assert steps.color_pixels(curve[0], rgb) > 100, f"live curve: no line of rank {rank}"
+    for i in sorted(kinds.keys() - {training}):
         cell = steps.cells(page).nth(i)
         if "text/html" in kinds[i]:
             assert cell.locator(".jp-OutputArea-output table").count() >= 1, f"cell {i}: no HTML table"
@@ -134,6 +120,7 @@ def test_clusters_panel_start_attach_px_stop(lab, page):
     steps.write_notebook(lab.root / "clusters.ipynb", [
         'import dpnb\n\ncluster = dpnb.Cluster.attach("mpi", timeout=90)\nsorted(cluster.client.ids)',
         "%%px\nfrom mpi4py import MPI\n\nprint(f\"rank {MPI.COMM_WORLD.rank} of {MPI.COMM_WORLD.size}\")",
+        "%%px\nprint(rank)",
     ])
     steps.open_notebook(page, lab, "clusters.ipynb", workspace="clusters")
     page.locator(".jp-SideBar .lm-TabBar-tab[data-id='ipp-cluster-launcher']").click()
@@ -144,26 +131,118 @@ def test_clusters_panel_start_attach_px_stop(lab, page):
     item.locator(".ipp-ClusterListingItem-start").click()
     try:
         started = time.monotonic()
-        # attach() called at once returns before the engines register (issue 14, item 4, left
-        # as is): the test waits for them from outside, then attaches from the notebook.
-        wait_for_engines(lab.ipython_dir, "mpi", n=2, timeout=120)
-        steps.run_cell(page, 0)
+        item.filter(has_text="State: Running").wait_for(timeout=60_000)
+        steps.run_cell(page, 0)            # attach at once: it waits for the engines
         steps.wait_cell_done(page, 0, timeout=120)
         attach_s = time.monotonic() - started
         page.shots("attached")
         assert steps.errors(page) == {}
-        assert steps.cells(page).nth(0).locator(".jp-OutputArea").inner_text().strip().endswith("[0, 1]")
+        assert steps.output_text(page, 0).strip().endswith("[0, 1]")
         steps.run_cell(page, 1)
         steps.wait_cell_done(page, 1, timeout=60)
         page.shots("px_on_two_ranks")
         assert steps.errors(page) == {}
-        shown = steps.cells(page).nth(1).locator(".jp-OutputArea").inner_text()
+        shown = steps.output_text(page, 1)
         assert "rank 0 of 2" in shown and "rank 1 of 2" in shown, shown
         assert shown.index("rank 0 of 2") < shown.index("rank 1 of 2"), f"not in rank order: {shown}"
         item.locator(".ipp-ClusterListingItem-stop").click()
+        stopped = time.monotonic()
         page.locator(".ipp-ClusterListingItem[data-cluster-id='mpi:']", has_text="State: Stopped").wait_for(
             timeout=60_000)
+        steps.run_cell(page, 2)
+        steps.wait_cell_done(page, 2, timeout=30)
+        stop_to_error_s = time.monotonic() - stopped
+        page.shots("px_after_stop")
+        told = steps.errors(page).get(2, "")
+        assert told.startswith("ClusterGone: the controller") and "cluster.restart()" in told, told
+        assert "Traceback" not in told and len(told.splitlines()) == 1, told
     finally:
-        stop_leftover_cluster(lab.ipython_dir, "mpi")
+        stop_leftover_clusters(lab.ipython_dir, "mpi")
     page.shots("stopped")
-    print(f"panel START to a usable attach: {attach_s:.1f} s")
+    print(f"panel START to a usable attach: {attach_s:.1f} s; STOP to the next cell's "
+          f"error: {stop_to_error_s:.1f} s")
+
+
+FAULT_CELLS = [
+    "import dpnb\n\ncluster = dpnb.start(n=2, timeout=120)",
+    "%%px\nimport time\n\nimport numpy as np\n\nimport dpnb as nn\nimport dpnb.communicators as C\n"
+    "from dpnb.notebook import report\n\ncomm = C.MultiProcessCommunicator(nn.Context())\n"
+    "comm.init()\nx = [np.ones(10, np.float32)]",
+    "%%px\nif rank == 0:\n    comm.all_reduce(x)  # rank 1 never calls it\nelse:\n    time.sleep(120)",
+    "%%px\ncomm.all_reduce(x)",
+    "cluster.restart()",
+    "%%px\nimport time\n\nfrom dpnb.notebook import report\n\n"
+    "for step in range(1, 601):\n    time.sleep(0.1)\n    report(step, 600)",
+    "cluster.restart()",
+    "%%px\nprint(f\"rank {rank} of {size}\")",
+]
+
+
+def engine_pid(ipython_dir: Path, rank: int) -> int:
+    """The pid of the dpnb engine of ``rank`` whose cluster lives under ``ipython_dir``."""
+    import psutil
+
+    for p in psutil.process_iter(["cmdline", "environ"]):
+        env = p.info["environ"] or {}
+        if ("dpnb.cluster.engine" in " ".join(p.info["cmdline"] or [])
+                and env.get("PMI_RANK") == str(rank)       # set by MPICH's mpiexec
+                and env.get("IPP_PROFILE_DIR", "").startswith(str(ipython_dir))):
+            return p.pid
+    raise AssertionError(f"no engine of rank {rank} under {ipython_dir}")
+
+
+def test_interrupt_in_a_collective_and_an_engine_killed_mid_loop(lab, page):
+    steps.write_notebook(lab.root / "faults.ipynb", FAULT_CELLS)
+    steps.open_notebook(page, lab, "faults.ipynb", workspace="faults")
+    for i in (0, 1):
+        steps.run_cell(page, i)
+        steps.wait_cell_done(page, i, timeout=120)
+    assert steps.errors(page) == {}
+    try:
+        # Interrupt a rank waiting in a collective its peer never calls
+        steps.run_cell(page, 2)
+        steps.wait_cell_running(page, 2)
+        time.sleep(2.0)
+        steps.menu(page, "Kernel", "Interrupt Kernel")
+        interrupted = time.monotonic()
+        steps.wait_cell_done(page, 2, timeout=30)
+        interrupt_s = time.monotonic() - interrupted
+        page.shots("interrupted")
+        told = steps.errors(page).get(2, "")
+        assert "[rank 0] CommunicatorInterrupted: all_reduce" in told, told
+        assert "[rank 1] KeyboardInterrupt" in told, told
+        # the next collective fails at once, naming the interrupted rank
+        steps.run_cell(page, 3)
+        next_s = steps.wait_cell_done(page, 3, timeout=30)
+        page.shots("next_collective")
+        told = steps.errors(page).get(3, "")
+        assert "rank 0 was interrupted in all_reduce" in told and "restart" in told, told
+        assert next_s < 10, f"the next collective took {next_s:.1f} s"
+        steps.run_cell(page, 4)
+        steps.wait_cell_done(page, 4, timeout=120)
+
+        # an engine killed while a loop reports its progress
+        steps.run_cell(page, 5)
+        steps.wait_cell_running(page, 5)
+        steps.cells(page).nth(5).locator(".widget-hprogress").wait_for(timeout=30_000)
+        page.shots("loop_running")
+        os.kill(engine_pid(lab.ipython_dir, 1), signal.SIGKILL)
+        killed = time.monotonic()
+        steps.wait_cell_done(page, 5, timeout=60)
+        death_s = time.monotonic() - killed
+        page.shots("engine_killed")
+        told = steps.errors(page).get(5, "")
+        assert "EngineError" in told and "cluster.restart(resume=True)" in told, told
+        assert steps.progress_bars(page, 5), "the loop's progress bar is gone"
+        steps.run_cell(page, 6)
+        steps.wait_cell_done(page, 6, timeout=120)
+        steps.run_cell(page, 7)
+        steps.wait_cell_done(page, 7, timeout=60)
+        page.shots("restarted")
+        assert set(steps.errors(page)) == {2, 3, 5}, steps.errors(page)
+        shown = steps.output_text(page, 7)
+        assert "rank 0 of 2" in shown and "rank 1 of 2" in shown, shown
+    finally:
+        stop_leftover_clusters(lab.ipython_dir, "default")
+    print(f"Interrupt to the prompt: {interrupt_s:.1f} s; the next collective's error: "
+          f"{next_s:.1f} s; an engine killed to the cell's error: {death_s:.1f} s")

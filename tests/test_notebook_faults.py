@@ -136,7 +136,7 @@ def _kill_all(cluster) -> None:
 
 def test_a_cell_waiting_on_a_killed_cluster_fails_at_once(cluster, shell):
     """The controller and engines are killed while a cell waits: without an interrupt,
-    the cell ends within a second or so with every rank's dpnb error (ipyparallel's
+    the cell ends within a second or so with every rank's ClusterGone (ipyparallel's
     client would wait for the dead controller forever)."""
     from ipyparallel.error import CompositeError
 
@@ -146,7 +146,7 @@ def test_a_cell_waiting_on_a_killed_cluster_fails_at_once(cluster, shell):
     assert elapsed < 1.25 + PROMPT, elapsed
     assert isinstance(error, CompositeError), repr(error)
     assert [(name, info["engine_id"]) for name, _, _, info in error.elist] == [
-        ("DpnbError", 0), ("DpnbError", 1)]
+        ("ClusterGone", 0), ("ClusterGone", 1)]
     for _, message, _, _ in error.elist:
         assert "controller" in message and "gone" in message and "cluster.restart()" in message
     result, elapsed = timed_cell(shell, "%%px\nprint(rank)")

@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import DpnbError
+from ..errors import ClusterGone, DpnbError
 from . import engine_side, processes
 from .checks import require_mpi
 from .journal import Journal, resume_report
@@ -274,7 +274,7 @@ class Cluster:
             try:
                 result = execute(*args, **kwargs)
             except NoEnginesRegistered:
-                raise DpnbError(self._gone() or _GONE_ENGINES) from None
+                raise ClusterGone(self._gone() or _GONE_ENGINES) from None
             self._last_result = result
             self._stranded.watch(result)
             if self._monitor is not None:
@@ -308,7 +308,7 @@ class Cluster:
         """Raise a DpnbError saying what is gone and what to do, where it is."""
         why = self._gone()
         if why is not None:
-            raise DpnbError(why)
+            raise ClusterGone(why) from None
 
     def _controller_gone(self) -> str | None:
         """Why this cluster has no controller (stopped, or its process ended), or None."""

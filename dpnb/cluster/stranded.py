@@ -3,7 +3,7 @@ end and waits for their results and output forever, so a ``%%px`` cell already w
 would hang until interrupted (and then fail on the output that never came).
 
 ``StrandedTasks`` watches the tasks sent while they run; once ``why`` gives a reason
-they cannot finish, it ends each rank's task with a ``DpnbError`` saying so, the way
+they cannot finish, it ends each rank's task with a ``ClusterGone`` error saying so, the way
 ipyparallel ends the tasks of an engine that died (an error result per engine and no
 output to wait for), and the cell fails within ``interval`` seconds."""
 from __future__ import annotations
@@ -49,7 +49,7 @@ class StrandedTasks:
 
 
 def end(result, why: str) -> None:
-    """End each rank's unfinished task of ``result`` with a DpnbError saying ``why``: its
+    """End each rank's unfinished task of ``result`` with a ClusterGone error saying ``why``: its
     result an error (as ipyparallel's for an engine that died), no output to wait for.
 
     ipyparallel has no call for this; its per-task futures (``_children``) are what its
@@ -58,7 +58,7 @@ def end(result, why: str) -> None:
 
     metadata = result.metadata
     for md, task in zip([metadata] if isinstance(metadata, dict) else metadata, result._children):
-        error = RemoteError("DpnbError", why, f"DpnbError: {why}",
+        error = RemoteError("ClusterGone", why, f"ClusterGone: {why}",
                             {"engine_id": md.get("engine_id"), "method": "execute"})
         for future, value in ((task, error), (task.output, None)):
             try:

@@ -115,6 +115,23 @@ def run_cell(page, index: int) -> None:
     page.keyboard.press("Shift+Enter")
 
 
+def wait_cell_running(page, index: int, timeout: float = 30) -> None:
+    """Wait until cell ``index`` shows the running prompt ``[*]:``."""
+    cells(page).nth(index).locator(".jp-InputPrompt", has_text="[*]").wait_for(
+        timeout=timeout * 1000)
+
+
+def output_text(page, index: int) -> str:
+    """The text of cell ``index``'s outputs."""
+    return cells(page).nth(index).locator(".jp-OutputArea").inner_text()
+
+
+def progress_bars(page, index: int) -> list[str]:
+    """The text beside each progress bar widget (tqdm's) in cell ``index``'s outputs."""
+    return cells(page).nth(index).locator(
+        ".jp-OutputArea-output .widget-hbox:has(.widget-hprogress)").all_inner_texts()
+
+
 def wait_cell_done(page, index: int, timeout: float) -> float:
     """Wait until cell ``index`` shows an execution count; returns the seconds waited."""
     start = time.monotonic()
