@@ -1,0 +1,212 @@
+"""dpnb across two test hosts (network namespaces on this machine joined by veth links,
+``dpnb.testing.TestHosts``), 1 rank on each, all traffic over TCP on the links.
+
+1. all_reduce of ResNet-23's gradients in flat storage (one list of views of one flat
+   buffer, as a training step passes them) against raw mpi4py ``Allreduce(IN_PLACE)``
+   of one buffer of the same bytes, in the same run, timed in shuffled turns: the sum,
+   and the mean against the raw sum followed by ``x *= 1/n`` (how dpnb takes it).
+   Target: dpnb's throughput at least 0.9x raw.  Shown beside them: dpnb's sum without
+   its agreement check (``check_agreement=False``), which is one more round trip.
+2. ResNet-23's training step per rank (forward, backward, all_reduce of the mean
+   gradients, momentum update; one BLAS thread), across the hosts against 2 ranks on one
+   host (shared memory), runs taking turns.
+
+Each figure is the median over ``--runs`` runs of each run's median (the slowest rank's
+time per call).  Needs root (it makes the test hosts).
+
+    python benchmarks/hosts.py [--runs 5] [--reps 7] [--allreduce-reps 200]
+        [--batch-size 32] [--nmaps 64]
+
+Results go to benchmarks/results/hosts.json (hosts-nmaps<N>.json for another --nmaps)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from dpnb.testing import TestHosts, hosts_unavailable, run_script, time_in_turns
+
+RESULTS = Path(__file__).parent / "results" / "hosts.json"
+RUN_TIMEOUT = 1800  # seconds for one run on all ranks
+RESULT_MARK = "RESULT "
+LABELS = {"dpnb_sum": "dpnb all_reduce, sum", "raw_sum": "raw Allreduce",
+          "dpnb_mean": "dpnb all_reduce, mean", "raw_mean": "raw Allreduce + x 1/n",
+          "dpnb_sum_unchecked": "dpnb sum, check_agreement=False"}
+NCLS = 10
+
+
+def resnet23(batch_size: int, nmaps: int):
+    """ResNet-23's training loss on one random batch, and its momentum solver."""
+    import dpnb as nn
+    import dpnb.functions as F
+    import dpnb.solvers as S
+    from dpnb.models import resnet23_prediction
+
+    rng = np.random.RandomState(0)
+    image, label = nn.Variable((batch_size, 3, 32, 32)), nn.Variable((batch_size, 1))
+    image.d = rng.randn(batch_size, 3, 32, 32)
+    label.d = rng.randint(0, NCLS, (batch_size, 1))
+    loss = F.mean(F.softmax_cross_entropy(
+        resnet23_prediction(image, ncls=NCLS, nmaps=nmaps), label))
+    solver = S.Momentum(0.01, 0.9)
+    solver.set_parameters(nn.get_parameters())
+    return loss, solver
+
+
+def all_reduce_child(args) -> dict:
+    """On each rank: dpnb's all_reduce of the flat gradients against raw Allreduce."""
+    from mpi4py import MPI
+
+    import dpnb as nn
+    import dpnb.communicators as C
+
+    comm = C.MultiProcessCommunicator(nn.Context())
+    comm.init()
+    loss, solver = resnet23(2, args.nmaps)  # only the parameters' shapes matter here
+    loss.forward()
+    solver.zero_grad()
+    loss.backward()
+    grads = [p.grad for p in nn.get_parameters().values()]
+    nbytes = sum(g.size for g in grads) * 4
+    world = MPI.COMM_WORLD
+    raw_buffer = np.ones(nbytes // 4, np.float32)
+    scale = np.float32(1 / world.size)
+
+    def raw_mean():
+        world.Allreduce(MPI.IN_PLACE, raw_buffer, op=MPI.SUM)
+        np.multiply(raw_buffer, scale, out=raw_buffer)
+
+    def unchecked_sum():
+        comm.check_agreement = False
+        comm.all_reduce(grads, division=False)
+        comm.check_agreement = True
+
+    t = time_in_turns({"dpnb_sum": lambda: comm.all_reduce(grads, division=False),
+                       "raw_sum": lambda: world.Allreduce(MPI.IN_PLACE, raw_buffer, op=MPI.SUM),
+                       "dpnb_mean": lambda: comm.all_reduce(grads, division=True),
+                       "raw_mean": raw_mean, "dpnb_sum_unchecked": unchecked_sum},
+                      args.allreduce_reps, warmup=10, world=world, shuffle=True)
+    return {"bytes": nbytes, "tensors": len(grads), **{f"{k}_s": v for k, v in t.items()}}
+
+
+def step_child(args) -> dict:
+    """On each rank: the median time of one data-parallel training step."""
+    from mpi4py import MPI
+
+    import dpnb as nn
+    import dpnb.communicators as C
+
+    comm = C.MultiProcessCommunicator(nn.Context())
+    comm.init()
+    loss, solver = resnet23(args.batch_size, args.nmaps)
+    grads = [p.grad for p in nn.get_parameters().values()]
+
+    def step():
+        loss.forward(clear_no_need_grad=True)
+        solver.zero_grad()
+        loss.backward(clear_buffer=True)
+        comm.all_reduce(grads, division=True)
+        solver.update()
+
+    t = time_in_turns({"step": step}, args.reps, warmup=2, world=MPI.COMM_WORLD)
+    return {"step_s": t["step"]}
+
+
+def child(args) -> None:
+    from mpi4py import MPI
+
+    result = {"allreduce": all_reduce_child, "step": step_child}[args.child](args)
+    if MPI.COMM_WORLD.rank == 0:
+        print(RESULT_MARK + json.dumps(result), flush=True)
+
+
+def result_of(run) -> dict:
+    """The JSON a child run's rank 0 printed, or exit with the run's output."""
+    if run.returncode != 0:
+        sys.exit(f"{' '.join(run.command)} {run.ending}:\n{run.output}")
+    line = next(line for line in run.output.splitlines() if line.startswith(RESULT_MARK))
+    return json.loads(line[len(RESULT_MARK):])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--reps", type=int, default=7, help="timed training steps per run")
+    p.add_argument("--allreduce-reps", type=int, default=200,
+                   help="timed calls of each all_reduce form per run")
+    p.add_argument("--batch-size", type=int, default=32, help="per rank")
+    p.add_argument("--nmaps", type=int, default=64)
+    p.add_argument("--child", choices=["allreduce", "step"], help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        child(args)
+        return
+    reason = hosts_unavailable()
+    if reason is not None:
+        sys.exit(f"benchmarks/hosts.py needs test hosts: {reason}")
+    options = ["--reps", str(args.reps), "--allreduce-reps", str(args.allreduce_reps),
+               "--batch-size", str(args.batch_size), "--nmaps", str(args.nmaps)]
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    load_start = os.getloadavg()
+    runs: dict[str, list] = {"allreduce": [], "step_hosts": [], "step_one_host": []}
+    link_bytes = []
+    with TestHosts(2) as hosts:
+        for run in range(args.runs):
+            before = hosts.link_bytes()
+            runs["allreduce"].append(result_of(hosts.run_script(
+                __file__, "--child", "allreduce", *options, timeout=RUN_TIMEOUT)))
+            after = hosts.link_bytes()
+            link_bytes.append(min(after[h] - before[h] for h in hosts.names))
+            runs["step_hosts"].append(result_of(hosts.run_script(
+                __file__, "--child", "step", *options, timeout=RUN_TIMEOUT)))
+            runs["step_one_host"].append(result_of(run_script(
+                2, __file__, "--child", "step", *options, timeout=RUN_TIMEOUT)))
+            ar, step = runs["allreduce"][-1], runs["step_hosts"][-1]["step_s"]
+            print(f"run {run + 1}/{args.runs}: all_reduce sum {ar['dpnb_sum_s'] * 1e3:.2f} ms "
+                  f"(raw {ar['raw_sum_s'] * 1e3:.2f} ms), step across hosts {step:.3f} s, on "
+                  f"one host {runs['step_one_host'][-1]['step_s']:.3f} s", file=sys.stderr,
+                  flush=True)
+    median = {key: {name: statistics.median(r[name] for r in rows) for name in rows[0]
+                    if name.endswith("_s")} for key, rows in runs.items()}
+    ar = median["allreduce"]
+    nbytes, tensors = runs["allreduce"][0]["bytes"], runs["allreduce"][0]["tensors"]
+    summary = {"sum_dpnb_vs_raw_throughput": ar["raw_sum_s"] / ar["dpnb_sum_s"],
+               "mean_dpnb_vs_raw_throughput": ar["raw_mean_s"] / ar["dpnb_mean_s"],
+               "sum_unchecked_vs_raw_throughput": ar["raw_sum_s"] / ar["dpnb_sum_unchecked_s"],
+               "step_hosts_vs_one_host": median["step_hosts"]["step_s"]
+               / median["step_one_host"]["step_s"]}
+    print(f"\n# 2 test hosts x 1 rank over veth (TCP), {started}, load average "
+          f"{load_start[0]:.2f} at start, {os.getloadavg()[0]:.2f} at end; median of {args.runs} "
+          "runs")
+    print(f"ResNet-23 (nmaps={args.nmaps}) gradients: {tensors} tensors, "
+          f"{nbytes / 2**20:.2f} MB in flat storage; at least {min(link_bytes) / 2**20:.0f} MB "
+          "crossed each host's link per all_reduce run")
+    print(f"{'':<36} {'ms':>8} {'GB/s':>7}")
+    for name, label in LABELS.items():
+        seconds = ar[f"{name}_s"]
+        print(f"{label:<36} {seconds * 1e3:>8.3f} {nbytes / seconds / 1e9:>7.2f}")
+    print(f"dpnb / raw throughput: sum {summary['sum_dpnb_vs_raw_throughput']:.2f}x, mean "
+          f"{summary['mean_dpnb_vs_raw_throughput']:.2f}x (target >= 0.9); without the "
+          f"agreement check {summary['sum_unchecked_vs_raw_throughput']:.2f}x")
+    print(f"training step per rank (batch {args.batch_size}): across hosts "
+          f"{median['step_hosts']['step_s']:.3f} s, 2 ranks on one host "
+          f"{median['step_one_host']['step_s']:.3f} s: "
+          f"{summary['step_hosts_vs_one_host']:.2f}x")
+    results = RESULTS if args.nmaps == 64 else RESULTS.with_name(f"hosts-nmaps{args.nmaps}.json")
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(json.dumps({"settings": vars(args), "started": started,
+                                   "load_average": [load_start, os.getloadavg()],
+                                   "link_bytes_per_allreduce_run": link_bytes,
+                                   "runs": runs, "median": median, "summary": summary},
+                                  indent=1) + "\n")
+    print(f"wrote {results}")
+
+
+if __name__ == "__main__":
+    main()
