@@ -314,7 +314,7 @@ class Cluster:
         """Why this cluster has no controller (stopped, or its process ended), or None."""
         ipp = self.ipp
         if ipp is None:
-            return "the cluster is stopped; `cluster.start()` (or `dpnb.start(n=...)`) starts one"
+            return _STOPPED
         where = _where(ipp.profile_dir, ipp.cluster_id)
         if not self._controller_alive():
             pid = getattr(ipp.controller, "pid", "?")
@@ -334,7 +334,7 @@ class Cluster:
         if why is not None:
             return why
         if self.client is None or self.view is None:
-            return "the cluster is stopped; `cluster.start()` (or `dpnb.start(n=...)`) starts one"
+            return _STOPPED
         where = _where(self.ipp.profile_dir, self.ipp.cluster_id)
         registered = set(self.client.ids)
         targets = self.view.targets   # a list, or one id, or "all" (``%%px --targets``)
@@ -746,6 +746,7 @@ def _check_engines(engines, mpi_args: Sequence[str]) -> None:
                         "env={'SBATCH_PARTITION': 'gpu', 'SBATCH_TIMELIMIT': '60'})")
 
 
+_STOPPED = "the cluster is stopped; `cluster.start()` (or `dpnb.start(n=...)`) starts one"
 _GONE_ENGINES = ("Engine ids are MPI ranks; under MPI the death of one rank ends them all.  "
                  "`cluster.restart(resume=True)` (or `%dpnb restart --resume`) starts fresh "
                  "engines, replays the journal of %%px cells and restores the last "

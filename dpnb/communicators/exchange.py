@@ -28,7 +28,7 @@ from .agreement import Call, Channel
 from .carried import Carried, carried_bytes
 from .collective import Collective
 from .mpi import MpiTransport
-from .plan import STAGE_DTYPES, Plan, Stager, address, pieces_of_list
+from .plan import STAGE_DTYPES, Plan, Stager, pieces_of_list
 from .standoff import Watch
 from .wait import Guard
 
