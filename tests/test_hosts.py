@@ -36,8 +36,9 @@ TIMEOUT = 90
 PROMPT = 5.0  # seconds within which a cell must fail once an engine is gone
 RANKS_PER_HOST = 2
 SCRIPTS = Path(__file__).parent / "mpi_scripts"
-# the controller's ports, as a firewall would need them pinned (one range per test process)
-PORTS = range(20000 + os.getpid() % 1000 * 24, 20024 + os.getpid() % 1000 * 24)
+# the controller's ports, as a firewall would need them pinned: one range per test process,
+# below Linux's ephemeral ports (32768 and up), which other connections take at random
+PORTS = range(20000 + os.getpid() % 500 * 24, 20024 + os.getpid() % 500 * 24)
 TINY = ["--dataset", "synthetic", "-b", "4", "--nmaps", "4", "-e", "0.1", "-v", "4", "-s", "4",
         "-m", "2", "--no-progress"]
 
