@@ -125,6 +125,7 @@ def unavailable() -> str | None:
 
 
 def _free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -237,6 +238,7 @@ def _wait_for(ready, started: list[subprocess.Popen], slurm: Slurm, what: str) -
 
 
 def _node_idle(slurm: Slurm) -> bool:
+    """Whether sinfo shows the node idle (it answers once slurmctld and slurmd talk)."""
     try:
         return slurm.run("sinfo", "--noheader", "--nodes", slurm.node,
                          "--format=%T").split() == ["idle"]
@@ -248,7 +250,7 @@ def _stop(slurm: Slurm, started: list[subprocess.Popen]) -> None:
     """Cancel the jobs, stop the daemons (slurmd, slurmctld, munged), end whatever else
     of this Slurm runs and remove its directory."""
     try:
-        if all(p.poll() is None for p in started[1:]) and len(started) == 3:
+        if len(started) == 3 and all(p.poll() is None for p in started):
             ids = [job["id"] for job in slurm.jobs()]
             if ids:
                 slurm.run("scancel", *ids)
@@ -259,8 +261,13 @@ def _stop(slurm: Slurm, started: list[subprocess.Popen]) -> None:
         pass   # the processes are ended below all the same
     finally:
         for daemon in reversed(started):
-            _end([psutil.Process(daemon.pid)] if daemon.poll() is None else [])
-            daemon.wait()
+            if daemon.poll() is None:
+                daemon.terminate()
+                try:
+                    daemon.wait(STOP_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    daemon.kill()
+                    daemon.wait()
         _end(_processes_of(slurm.dir))
         shutil.rmtree(slurm.dir, ignore_errors=True)
 
