@@ -53,7 +53,7 @@ LAUNCHER = "enter-host"  # the ssh-style command, in the run's work folder
 # reach processes of one kernel across network namespaces, so only TCP and a process's
 # own loopback are allowed; hosts that are separate machines need none of this.
 MPI_ENV = {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "eth0"}
-_NAME = re.compile(r"dpnb(\d+)(?:br|v\d+)$")
+_NAME = re.compile(r"dpnb(\d+)(?:br|v\d+|pb|pv)$")
 _NAMESPACE = re.compile(r"dpnb-(\d+)-(?:h\d+|probe)$")
 
 
@@ -285,11 +285,17 @@ def hosts_unavailable() -> str | None:
     for tool in ("ip", "unshare"):
         if shutil.which(tool) is None:
             return f"test hosts need `{tool}` (iproute2, util-linux), not found on PATH"
-    probe = f"dpnb-{os.getpid()}-probe"
-    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
-    if made.returncode != 0:
-        return f"`ip netns add` does not work here: {made.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    pid = os.getpid()
+    probe, bridge, link = f"dpnb-{pid}-probe", f"dpnb{pid}pb", f"dpnb{pid}pv"
+    try:
+        for step in (["netns", "add", probe], ["link", "add", bridge, "type", "bridge"],
+                     ["link", "add", link, "type", "veth", "peer", "name", "eth0", "netns",
+                      probe]):
+            made = subprocess.run(["ip", *step], capture_output=True, text=True)
+            if made.returncode != 0:
+                return f"`ip {' '.join(step[:2])}` does not work here: {made.stderr.strip()}"
+    finally:
+        _remove(bridge, [probe], [link], None)
     return None
 
 
