@@ -15,9 +15,6 @@ import dpnb
 
 cluster = dpnb.start(n=2, timeout=120)
 """),
-("code", """
-%pxconfig --no-stream
-"""),
 ("md", """
 ## The example's training function on every rank
 
