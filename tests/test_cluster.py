@@ -381,3 +381,18 @@ def test_top_level_names_are_lazy():
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "dpnb.cluster.launcher"
     assert dpnb.load_ipython_extension.__module__ == "dpnb.notebook.magics"
+
+
+def test_dpnb_launchers_load_back_from_cluster_files():
+    """ipyparallel names launcher classes in cluster files; dpnb's must load back from
+    there (``dpnb cluster stop``, ``attach`` and the Clusters panel read those files)."""
+    import ipyparallel as ipp
+    from ipyparallel.cluster.launcher import abbreviate_launcher_class
+
+    from dpnb.cluster.controller_launcher import PrivateFileControllerLauncher
+    from dpnb.cluster.slurm import SlurmEngines
+
+    named = ipp.Cluster(controller=abbreviate_launcher_class(PrivateFileControllerLauncher),
+                        engines=abbreviate_launcher_class(SlurmEngines))
+    assert named.controller_launcher_class is PrivateFileControllerLauncher
+    assert named.engine_launcher_class is SlurmEngines

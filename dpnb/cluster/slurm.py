@@ -55,6 +55,10 @@ def squeue_state(job_id: str) -> tuple[str | None, str]:
 class SlurmEngines(SlurmEngineSetLauncher):
     """One Slurm job whose ``n`` tasks are the ranks of one MPI world, one engine each."""
 
+    # how ipyparallel names the class in cluster files and finds it again ("module:Class",
+    # its default for classes without an entry point, does not load back)
+    entrypoint_name = f"{__name__}.SlurmEngines"
+
     default_template = Unicode(TEMPLATE)
     stop_timeout = Float(60.0, config=True,
                          help="seconds stop() waits for the cancelled job to end")
