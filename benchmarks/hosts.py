@@ -92,7 +92,8 @@ def all_reduce_child(args) -> dict:
                        "dpnb_mean": lambda: comm.all_reduce(grads, division=True),
                        "raw_mean": raw_mean, "dpnb_sum_unchecked": unchecked_sum},
                       args.allreduce_reps, warmup=10, world=world, shuffle=True)
-    return {"bytes": nbytes, "tensors": len(grads), **{f"{k}_s": v for k, v in t.items()}}
+    return {"bytes": nbytes, "tensors": len(grads), "segment_bytes": comm.segment_bytes,
+            **{f"{k}_s": v for k, v in t.items()}}
 
 
 def step_child(args) -> dict:
@@ -163,10 +164,12 @@ def main() -> None:
                 __file__, "--child", "allreduce", *options, timeout=RUN_TIMEOUT)))
             after = hosts.link_bytes()
             link_bytes.append(min(after[h] - before[h] for h in hosts.names))
-            runs["step_hosts"].append(result_of(hosts.run_script(
-                __file__, "--child", "step", *options, timeout=RUN_TIMEOUT)))
-            runs["step_one_host"].append(result_of(run_script(
-                2, __file__, "--child", "step", *options, timeout=RUN_TIMEOUT)))
+            steps = {"step_hosts": lambda: hosts.run_script(
+                         __file__, "--child", "step", *options, timeout=RUN_TIMEOUT),
+                     "step_one_host": lambda: run_script(
+                         2, __file__, "--child", "step", *options, timeout=RUN_TIMEOUT)}
+            for key in sorted(steps, reverse=run % 2 == 1):  # each goes first in turn
+                runs[key].append(result_of(steps[key]()))
             ar, step = runs["allreduce"][-1], runs["step_hosts"][-1]["step_s"]
             print(f"run {run + 1}/{args.runs}: all_reduce sum {ar['dpnb_sum_s'] * 1e3:.2f} ms "
                   f"(raw {ar['raw_sum_s'] * 1e3:.2f} ms), step across hosts {step:.3f} s, on "
@@ -176,17 +179,21 @@ def main() -> None:
                     if name.endswith("_s")} for key, rows in runs.items()}
     ar = median["allreduce"]
     nbytes, tensors = runs["allreduce"][0]["bytes"], runs["allreduce"][0]["tensors"]
+    segment = runs["allreduce"][0]["segment_bytes"]
     summary = {"sum_dpnb_vs_raw_throughput": ar["raw_sum_s"] / ar["dpnb_sum_s"],
                "mean_dpnb_vs_raw_throughput": ar["raw_mean_s"] / ar["dpnb_mean_s"],
                "sum_unchecked_vs_raw_throughput": ar["raw_sum_s"] / ar["dpnb_sum_unchecked_s"],
                "step_hosts_vs_one_host": median["step_hosts"]["step_s"]
-               / median["step_one_host"]["step_s"]}
+               / median["step_one_host"]["step_s"],
+               "step_hosts_vs_one_host_paired": statistics.median(
+                   a["step_s"] / b["step_s"]
+                   for a, b in zip(runs["step_hosts"], runs["step_one_host"]))}
     print(f"\n# 2 test hosts x 1 rank over veth (TCP), {started}, load average "
           f"{load_start[0]:.2f} at start, {os.getloadavg()[0]:.2f} at end; median of {args.runs} "
           "runs")
     print(f"ResNet-23 (nmaps={args.nmaps}) gradients: {tensors} tensors, "
-          f"{nbytes / 2**20:.2f} MB in flat storage; at least {min(link_bytes) / 2**20:.0f} MB "
-          "crossed each host's link per all_reduce run")
+          f"{nbytes / 2**20:.2f} MB in flat storage (dpnb's segments of {segment / 2**20:g} MB); "
+          f"at least {min(link_bytes) / 2**20:.0f} MB crossed each host's link per all_reduce run")
     print(f"{'':<36} {'ms':>8} {'GB/s':>7}")
     for name, label in LABELS.items():
         seconds = ar[f"{name}_s"]
@@ -197,7 +204,8 @@ def main() -> None:
     print(f"training step per rank (batch {args.batch_size}): across hosts "
           f"{median['step_hosts']['step_s']:.3f} s, 2 ranks on one host "
           f"{median['step_one_host']['step_s']:.3f} s: "
-          f"{summary['step_hosts_vs_one_host']:.2f}x")
+          f"{summary['step_hosts_vs_one_host']:.2f}x (median of the runs' own ratios "
+          f"{summary['step_hosts_vs_one_host_paired']:.2f}x)")
     results = RESULTS if args.nmaps == 64 else RESULTS.with_name(f"hosts-nmaps{args.nmaps}.json")
     results.parent.mkdir(parents=True, exist_ok=True)
     results.write_text(json.dumps({"settings": vars(args), "started": started,
