@@ -312,13 +312,14 @@ def test_stop_leaves_nothing_on_any_host(cluster, hosts, ipython_dir):
 
 
 def test_cluster_command_across_hosts(hosts, ipython_dir, tmp_path):
-    """`dpnb cluster start` with the hostfile and the bridge address, then status and stop."""
+    """`dpnb cluster start` with the hostfile, listening on every interface (the engines
+    connect to ``--location``, the notebook host's name), then status and stop."""
     dpnb_command = [sys.executable, "-m", "dpnb", "cluster"]
     where = ["--profile-dir", str(tmp_path / "profile")]
     env = {**os.environ, **hosts.env}
     mpi_args = " ".join(hosts.mpi_args(RANKS_PER_HOST))
     started = subprocess.run([*dpnb_command, "start", "-n", "4", *where, "--mpi-args", mpi_args,
-                              "--ip", hosts.address, "--location", hosts.notebook_host,
+                              "--ip", "*", "--location", hosts.notebook_host,
                               "--curve", "--timeout", str(TIMEOUT)],
                              capture_output=True, text=True, timeout=2 * TIMEOUT, env=env)
     try:
