@@ -307,7 +307,8 @@ def test_stop_leaves_nothing_on_any_host(cluster, hosts, ipython_dir):
     assert not [p for p in processes.cluster_files(profile_dir, cluster_id) if p.exists()]
     assert not os.path.exists(state_dir)
     # nothing but IPython's own files (the notebook shell's history)
-    left = {str(p.relative_to(profile_dir)) for p in Path(ipython_dir).rglob("*") if p.is_file()}
+    left = {str(p.relative_to(profile_dir)) for p in Path(profile_dir).rglob("*") if p.is_file()}
+    assert Path(profile_dir).parent == Path(ipython_dir)
     assert left <= {"startup/README", "history.sqlite"}, left
 
 
