@@ -81,3 +81,26 @@ SINGLE_PROCESS = IMPORTS + SINGLE_PROCESS_CONTEXT + NETWORK_AND_STEP
 DATA_PARALLEL = IMPORTS + "nn.clear_parameters()\n" + COMMUNICATOR + NETWORK_AND_STEP
 # The cells as the seed has them: what a %%px user types, imports unchanged.
 NNABLA_CELLS = [NNABLA_IMPORTS, COMMUNICATOR, NETWORK_AND_STEP]
+
+ALL_REDUCE = "comm.all_reduce([x.grad for x in nn.get_parameters().values()], division=True)"
+
+
+def all_reduce_is_the_mean(execute, n: int) -> tuple[dict, dict]:
+    """Run the tutorial's network and all_reduce on the current cluster's ``n`` engines
+    (``execute(code)`` runs code on every engine) and check that every rank's gradients
+    became the float64 mean of the ranks' different gradients; (before, after) by rank."""
+    import numpy as np
+
+    from dpnb.notebook import compare, gather, gather_grads
+
+    execute(DATA_PARALLEL)
+    assert gather("(n_devices, mpi_rank)") == {r: (n, r) for r in range(n)}
+    before = gather_grads()
+    assert not compare(before).agree()                        # different data, different grads
+    execute(ALL_REDUCE)
+    after = gather_grads()
+    for name in before[0]:
+        mean = sum(before[r][name].astype(np.float64) for r in range(n)) / n
+        for r in range(n):
+            np.testing.assert_allclose(after[r][name], mean, rtol=1e-5, atol=1e-6)
+    return before, after

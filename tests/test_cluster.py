@@ -22,7 +22,7 @@ from dpnb.cluster import Cluster
 from dpnb.cluster.launcher import _process_tree
 from dpnb.errors import DpnbError
 from dpnb.notebook import ProgressMonitor, check_sync, compare, gather, gather_grads
-from seed_tutorial import DATA_PARALLEL, NNABLA_CELLS
+from seed_tutorial import NNABLA_CELLS, all_reduce_is_the_mean
 
 
 TIMEOUT = 60
@@ -108,22 +108,10 @@ def test_gather(cluster):
     assert gather("{'double': a * 2}")[0]["double"][1] == 2.0
 
 
-
-
 def test_tutorial_all_reduce_on_engines(cluster):
-    run(cluster.view, DATA_PARALLEL)
-    assert gather("(n_devices, mpi_rank)") == {0: (2, 0), 1: (2, 1)}
-    before = gather_grads()
+    before, after = all_reduce_is_the_mean(lambda code: run(cluster.view, code), 2)
     assert list(before[0]) == ["conv/W", "conv/b", "affine/W", "affine/b"]
-    first = compare(before)
-    assert not first.agree()                                   # different data, different grads
-    run(cluster.view, "comm.all_reduce([x.grad for x in nn.get_parameters().values()], "
-                      "division=True)")
-    after = gather_grads()
-    for name in before[0]:
-        mean = (before[0][name].astype(np.float64) + before[1][name]) / 2
-        np.testing.assert_allclose(after[0][name], mean, rtol=1e-5, atol=1e-6)
-        np.testing.assert_array_equal(after[0][name], after[1][name])
+    np.testing.assert_equal(after[0], after[1])
     result = compare(before, after)
     assert not result.agree("before") and result.agree("after")
     assert [r.name for r in result.rows if r.stage == "after"] == list(before[0])

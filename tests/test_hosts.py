@@ -26,10 +26,10 @@ import pytest
 import dpnb
 from dpnb.cluster import processes
 from dpnb.errors import DpnbError
-from dpnb.notebook import check_sync, compare, gather, gather_grads
+from dpnb.notebook import check_sync, compare, gather
 from dpnb.testing import (HostsUnavailable, TestHosts, assert_ranks_ok, hosts_unavailable,
                           remove_stale_hosts)
-from seed_tutorial import DATA_PARALLEL
+from seed_tutorial import all_reduce_is_the_mean
 from test_resume import DEFINE, PARAMETERS, TRAIN
 
 TIMEOUT = 90
@@ -145,7 +145,8 @@ def cluster(hosts, ipython_dir):
     c = dpnb.start(n=4, mpi_args=hosts.mpi_args(RANKS_PER_HOST), env=hosts.env,
                    ip=hosts.address, location=hosts.notebook_host, curve=True,
                    controller_args=[f"--ports={PORTS.start}-{PORTS.stop - 1}"],
-                   timeout=TIMEOUT, progress=False)
+                   timeout=TIMEOUT, progress=False,
+                   profile_dir=str(ipython_dir / "profile_hosts"))   # not the shell's profile
     yield c
     c.stop()
 
@@ -185,17 +186,7 @@ def test_where_answers_from_every_host(cluster):
 
 
 def test_seed_tutorial_all_reduce_and_check_sync_across_hosts(cluster, hosts):
-    run(cluster.view, DATA_PARALLEL)
-    assert gather("(n_devices, mpi_rank)") == {r: (4, r) for r in range(4)}
-    before = gather_grads()
-    assert not compare(before).agree()
-    run(cluster.view, "comm.all_reduce([x.grad for x in nn.get_parameters().values()], "
-                      "division=True)")
-    after = gather_grads()
-    for name in before[0]:
-        mean = sum(before[r][name].astype(np.float64) for r in range(4)) / 4
-        for r in range(4):
-            np.testing.assert_allclose(after[r][name], mean, rtol=1e-5, atol=1e-6)
+    _, after = all_reduce_is_the_mean(lambda code: run(cluster.view, code), 4)
     assert compare(after).agree()
     run(cluster.view, "solver.update()")
     report = check_sync()
@@ -308,7 +299,7 @@ def test_stop_leaves_nothing_on_any_host(cluster, hosts, ipython_dir):
     assert not os.path.exists(state_dir)
     # nothing but IPython's own files (the notebook shell's history)
     left = {str(p.relative_to(profile_dir)) for p in Path(profile_dir).rglob("*") if p.is_file()}
-    assert Path(profile_dir).parent == Path(ipython_dir)
+    assert Path(profile_dir) == Path(ipython_dir) / "profile_hosts"
     assert left <= {"startup/README", "history.sqlite"}, left
 
 
