@@ -240,6 +240,7 @@ def test_stopped_engine_does_not_answer(cluster):
     assert dpnb.where(cluster.view).missing == []               # back once it runs again
 
 
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_killed_engine_is_reported_not_raised(cluster):
     victim = psutil.Process(cluster.topology().rows[1][3])
     victim.kill()                                               # under MPI, the other rank ends too

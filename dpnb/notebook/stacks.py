@@ -17,7 +17,7 @@ import time
 from ..cluster import stack_dumps
 from ..cluster.stack_dumps import COLLECTIVE, PLUMBING, SIGNAL, USER
 from ..cluster.table import ShownAsTable, Table
-from ..errors import DpnbError
+from ..errors import ClusterGone, DpnbError
 
 SHOWN_FRAMES = 3                 # innermost frames of the main thread in the table
 _POLL = 0.02                     # seconds between looks at the hub's stored dumps
@@ -210,7 +210,7 @@ class _Asking:
         for t in self.engines:
             try:
                 self.signals[t] = self.client.send_signal(SIGNAL, targets=t, block=False)
-            except (IndexError, ipp_error.NoEnginesRegistered) as e:  # left meanwhile
+            except (IndexError, ipp_error.NoEnginesRegistered, ClusterGone) as e:  # left meanwhile
                 self.signals[t] = e
         while True:
             for t, dump in self._stored().items():
