@@ -22,6 +22,8 @@ class PrivateFileControllerLauncher(LocalControllerLauncher):
         security = os.path.join(self.profile_dir, "security")
         os.makedirs(security, mode=0o700, exist_ok=True)
         path = os.path.join(security, f"cluster-{self.cluster_id}.json")
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
-        os.chmod(path, 0o600)   # one left by an earlier start may have another mode
+        # empty until ipyparallel writes it (attach waits for that); one an earlier start
+        # left may have another mode
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        os.chmod(path, 0o600)
         return super().start()
