@@ -305,7 +305,7 @@ class Cluster:
         client.send_signal = bounded_send_signal
 
     def _require_alive(self) -> None:
-        """Raise a DpnbError saying what is gone and what to do, where it is."""
+        """Raise ClusterGone saying what is gone and what to do, where it is."""
         why = self._gone()
         if why is not None:
             raise ClusterGone(why) from None
