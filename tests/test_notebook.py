@@ -234,3 +234,19 @@ def test_named_arrays_travel_as_flat_storage_views_and_come_back_by_name():
     data = dict(remote.unpack(remote.pack([("outside", outside)])))
     np.testing.assert_array_equal(data["outside"], outside.d)
     assert remote.unpack(remote.pack([])) == []
+
+
+def test_cluster_gone_shows_as_its_message_alone(capsys):
+    """A cell that meets a gone cluster shows one line: the frames are dpnb's and
+    ipyparallel's, none of the user's."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from dpnb.errors import ClusterGone
+
+    shell = InteractiveShell.instance()
+    shell.user_ns["ClusterGone"] = ClusterGone
+    result = shell.run_cell("raise ClusterGone('the controller is gone; cluster.restart()')")
+    assert isinstance(result.error_in_exec, ClusterGone)
+    shown = capsys.readouterr()
+    text = (shown.out + shown.err).strip()
+    assert text == "ClusterGone: the controller is gone; cluster.restart()", text
