@@ -100,6 +100,7 @@ class Channel:
 
     def __init__(self, comm, size: int):
         self.comm = comm
+        self.size = size
         self.row = np.zeros(ROW_BYTES, np.uint8)
         self.rows = np.zeros((size, ROW_BYTES), np.uint8)
         self.signatures = self.rows[:, :SIGNATURE_BYTES]
@@ -118,16 +119,20 @@ class Channel:
         return self._request
 
 
-def agree(group, call: Call, wait, what) -> bool:
+def agree(group, call: Call, wait, what, meanwhile=None) -> bool:
     """Check that every rank of ``group`` makes the same ``call``.
 
     Returns whether the memory layouts agree too (if not, every rank takes the
     layout-independent path).  Raises ``AgreementError`` on every rank, with
     the same message, if anything else differs, and ``RankArgumentError`` where
-    a rank refused its arguments.  ``wait(request, what)`` waits interruptibly,
-    within the timeout; ``what()`` names the call for its errors."""
-    wait(group.channel.start(call), what)
-    return verdict(group, call, wait, what)
+    a rank refused its arguments.  ``wait(request, what, meanwhile)`` runs
+    ``meanwhile()`` (local work that sends nothing, if given) while the rows
+    travel, then waits interruptibly, within the timeout; ``what()`` names the
+    call for its errors."""
+    channel = group.channel
+    wait(channel.start(call), what, meanwhile)
+    return (channel.signatures.tobytes() == call.agreed(channel.size)
+            or verdict(group, call, wait, what))
 
 
 def refusal(operation: str, group: str, error: BaseException) -> Call:
@@ -138,14 +143,12 @@ def refusal(operation: str, group: str, error: BaseException) -> Call:
 
 
 def verdict(group, call: Call, wait, what) -> bool:
-    """From the rows gathered on the group's channel: True if every rank made
-    ``call``, False if only the memory layouts differ; else raises ``AgreementError`` (``RankArgumentError``
-    where a rank refused its arguments) on every rank, after gathering every rank's
-    description through ``wait``."""
-    signatures = group.channel.signatures
-    if signatures.tobytes() == call.agreed(group.size):
-        return True
-    words = signatures.view(np.int64)
+    """From the rows gathered on the group's channel, once they are not all
+    ``call.agreed`` (the callers compare that first, the quick case): True if every
+    rank made ``call`` after all, False if only the memory layouts differ; else raises
+    ``AgreementError`` (``RankArgumentError`` where a rank refused its arguments) on
+    every rank, after gathering every rank's description through ``wait``."""
+    words = group.channel.signatures.view(np.int64)
     same = (words == words[0]).all(axis=0)
     refused = bool((words[:, 0] == _REFUSED).any())
     if same[:-1].all() and not refused:

@@ -30,13 +30,12 @@ from .collective import Collective
 from .mpi import MpiTransport
 from .plan import STAGE_DTYPES, Plan, Stager, pieces_of_list
 from .standoff import Watch
-from .wait import Guard
+from .wait import Guard, quickly
 
 logger = logging.getLogger("dpnb.communicators")
 
 PLAN_CACHE_SIZE = 256     # prepared exchanges kept, one per list of arrays
 PLAN_CACHE_BYTES = 256 << 20  # plain arrays the cache may keep alive, at most
-QUICK_TESTS = 64          # tests (about 15 us) before an agreement check's wait polls
 _DATA = operator.attrgetter("data")
 _UNHASHABLE = object()  # a list of objects that cannot be a cache key themselves
 
@@ -60,6 +59,23 @@ class Group:
     @property
     def size(self) -> int:
         return len(self.ranks)
+
+
+class Route:
+    """How this rank runs one collective on one plan, settled on first use: its part
+    (``Collective``), the agreement check's ``Call``, the carried form where the
+    data are small (carried.py), and a pipeline of the plan's transport, loaded
+    anew at each run."""
+
+    def __init__(self, exchange: "Exchange", group: Group, plan: Plan, operation: str,
+                 root: int, division: bool):
+        self.collective = Collective.of(operation, group.rank, group.size, root, division)
+        self.call = plan.call(operation, group.name, root, division)
+        self.what = lambda: exchange.describe(operation, group)
+        self.what_check = lambda: self.what() + ", agreement check"
+        self.carried = (Carried(plan, group, self.collective, division, self.what)
+                        if carried_bytes(plan) is not None else None)
+        self.pipeline = exchange.pipeline(group, self.collective, plan.device)
 
 
 class ListSource:
@@ -211,8 +227,9 @@ class Exchange:
         except RankArgumentError as e:
             raise e from error
 
-    def wait_agreement(self, request, what) -> None:
-        """Wait for a request of an agreement check: tests in a tight loop first (a
+    def wait_agreement(self, request, what, meanwhile=None) -> None:
+        """Wait for a request of an agreement check, after ``meanwhile()`` (if given,
+        local work done while the check travels): tests in a tight loop first (a
         check takes microseconds where every rank is there), then polls, within the
         timeout and interruptibly, reading the board now and then for ranks caught
         waiting for each other in different groups (standoff.py; only where every
@@ -220,9 +237,10 @@ class Exchange:
         its group has entered it).  Any failure marks the communicator broken: the
         request stays posted."""
         try:
-            for _ in range(QUICK_TESTS):
-                if request.Test():
-                    return
+            if meanwhile is not None:
+                meanwhile()
+            if quickly(request.Test):
+                return
             guard = self.guard
             board = guard.board if self.check_agreement else None
             guard.wait_until(Watch(request, board, self.groups, what), what, [request])
@@ -236,26 +254,25 @@ class Exchange:
     def execute(self, group: Group, plan: Plan, operation: str, root: int,
                 division: bool) -> None:
         """Run ``operation`` on the arrays of ``plan`` after the agreement check (small
-        data travel with the check itself: carried.py)."""
-        self.guard.enter(operation, group)
+        data travel with the check itself: carried.py); the first chunk is packed while
+        the check's rows travel."""
         key = (operation, group.name, root, division)
         route = plan.transport.get(key)
-        if route is None:  # this rank's part, and the carried form where the data are small
-            collective = Collective.of(operation, group.rank, group.size, root, division)
-            carried = carried_bytes(plan) is not None and Carried(
-                plan, group, collective, division, lambda: self.describe(operation, group))
-            route = plan.transport[key] = (collective, carried)
-        collective, carried = route
-        if self.check_agreement and carried:
+        if route is None:
+            route = plan.transport[key] = Route(self, group, plan, operation, root, division)
+        self.guard.enter(operation, group)
+        if not self.check_agreement:
+            pipeline = route.pipeline.load(plan.chunks)
+        elif route.carried is not None:
             self.collectives_issued += 1
-            carried.run(self.wait_agreement)
+            route.carried.run(self.wait_agreement)
             return
-        chunks = plan.chunks
-        if self.check_agreement and not self.agree(group, plan.call(operation, group.name,
-                                                                    root, division)):
-            chunks = plan.canonical()
-        pipeline = self.pipeline(group, collective, plan.device)
-        pipeline.add(chunks)
+        else:
+            pipeline = route.pipeline.load(plan.chunks)
+            if not agreement.agree(group, route.call, self.wait_agreement, route.what_check,
+                                   pipeline.prepare):
+                pipeline = self.pipeline(group, route.collective, plan.device).load(
+                    plan.canonical())  # the memory layouts differ between ranks
         self.guard.run(pipeline.drain, pipeline.pending_requests)
 
     def group_comm(self, world: Group, ranks: list[int], name: str):

@@ -91,15 +91,33 @@ class Pipeline:
     dividing) as they complete.  One collective is in flight at a time while the
     next chunk is packed: with MPICH on shared memory, large non-blocking
     collectives in flight together run at a third of the speed or less of the
-    same ones one after the other (measured by benchmarks/allreduce.py)."""
+    same ones one after the other (measured by benchmarks/allreduce.py).
+
+    What does not change from run to run (the MPI call, whether a stretch is
+    scaled before it goes) is settled here, once: the exchange keeps a pipeline
+    per collective and plan and ``load``s it at each run, since across hosts every
+    microsecond of Python between MPI's polls delays the collective's protocol."""
 
     def __init__(self, exchange, group, collective: Collective):
+        from mpi4py import MPI
+
         self.exchange = exchange
         self.group = group
         self.collective = collective
         self.queue: collections.deque = collections.deque()
         self.prepared = None  # (chunk, buffer) packed and ready to go
         self.current = None   # (request, chunk, buffer) in flight
+        self._post = _poster(MPI, group.comm, collective)
+        self._scales_first = collective.scales_inputs  # a direct stretch, before it goes
+        self._divides_after = collective.divisor is not None and not self._scales_first
+
+    def load(self, chunks: list) -> "Pipeline":
+        """Start over with ``chunks`` (the run before finished, or failed and broke
+        the communicator); returns the pipeline."""
+        self.queue.clear()
+        self.queue.extend(chunks)
+        self.prepared = self.current = None
+        return self
 
     def add(self, chunks: list) -> None:
         self.queue.extend(chunks)
@@ -109,17 +127,16 @@ class Pipeline:
 
     def pump(self) -> None:
         """Finish what has completed and issue what may be issued, without blocking."""
-        from mpi4py import MPI
-
-        if self.current is not None and MPI.Request.Testall([self.current[0]]):
+        if self.current is not None and self.current[0].Test():
             self._complete()
         self._advance()
 
     def drain(self) -> None:
         """Issue and finish everything, waiting (interruptibly) as needed."""
         self._advance()
+        wait = self.exchange.guard.wait
         while self.current is not None:
-            self.exchange.guard.wait([self.current[0]], self._what)
+            wait([self.current[0]], self._what)
             self._complete()
 
     def _complete(self) -> None:
@@ -134,10 +151,14 @@ class Pipeline:
             self._finish(chunk, buffer)
             self._advance()
 
-    def _advance(self) -> None:
-        """Issue the prepared chunk if nothing is in flight, and prepare the next."""
+    def prepare(self) -> None:
+        """Pack the next chunk to go (sending nothing), if none is packed yet."""
         if self.prepared is None and self.queue:
             self.prepared = self._prepare(self.queue.popleft())
+
+    def _advance(self) -> None:
+        """Issue the prepared chunk if nothing is in flight, and prepare the next."""
+        self.prepare()
         if self.current is None and self.prepared is not None:
             self._issue(*self.prepared)
             self.prepared = self._prepare(self.queue.popleft()) if self.queue else None
@@ -154,33 +175,34 @@ class Pipeline:
         return chunk, buffer
 
     def _issue(self, chunk, buffer) -> None:
-        from mpi4py import MPI
-
-        comm, c = self.group.comm, self.collective
         if not isinstance(buffer, np.ndarray):  # CUDA-aware MPI reads what kernels still write
             import cupy
             cupy.cuda.get_current_stream().synchronize()
-        elif c.scales_inputs and isinstance(chunk, Direct):
-            np.multiply(buffer, _reciprocal(buffer, c.divisor), out=buffer)
-        if c.operation == "all_reduce":
-            request = comm.Iallreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)
-        elif c.operation == "reduce":
-            send, receive = (MPI.IN_PLACE, buffer) if c.receives else (buffer, None)
-            request = comm.Ireduce(send, receive, op=MPI.SUM, root=c.root)
-        else:
-            request = comm.Ibcast(buffer, root=c.root)
+        elif self._scales_first and isinstance(chunk, Direct):
+            np.multiply(buffer, _reciprocal(buffer, self.collective.divisor), out=buffer)
+        self.current = (self._post(buffer), chunk, buffer)
         self.exchange.collectives_issued += 1
-        self.current = (request, chunk, buffer)
 
     def _finish(self, chunk, buffer) -> None:
         c = self.collective
         if not c.receives:
             return
-        if isinstance(chunk, Direct):
-            if c.divisor is not None and not (c.scales_inputs and isinstance(buffer, np.ndarray)):
-                np.multiply(buffer, _reciprocal(buffer, c.divisor), out=buffer)
-        else:
+        if not isinstance(chunk, Direct):
             _unpack_from(chunk, buffer, c.divisor)
+        elif self._divides_after or (c.divisor is not None
+                                     and not isinstance(buffer, np.ndarray)):
+            np.multiply(buffer, _reciprocal(buffer, c.divisor), out=buffer)
+
+
+def _poster(MPI, comm, c: Collective):
+    """The non-blocking MPI call of this rank's part in ``c``, as ``post(buffer) -> request``."""
+    if c.operation == "all_reduce":
+        return lambda buffer: comm.Iallreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)
+    if c.operation == "reduce" and c.receives:
+        return lambda buffer: comm.Ireduce(MPI.IN_PLACE, buffer, op=MPI.SUM, root=c.root)
+    if c.operation == "reduce":
+        return lambda buffer: comm.Ireduce(buffer, None, op=MPI.SUM, root=c.root)
+    return lambda buffer: comm.Ibcast(buffer, root=c.root)
 
 
 def _reciprocal(buffer: np.ndarray, divisor: int):

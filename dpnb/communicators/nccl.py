@@ -69,7 +69,7 @@ class NcclTransport:
         return nccl_group
 
     def pipeline(self, group, collective: Collective) -> "NcclPipeline":
-        return NcclPipeline(self.exchange, self.nccl, self.group(group), group, collective)
+        return NcclPipeline(self, group, collective)
 
     def all_gather(self, group, send, received) -> None:
         """Row ``i`` of ``received`` (CuPy, ``(size, send.size)``) gets group rank
@@ -104,24 +104,42 @@ class NcclTransport:
 class NcclPipeline:
     """Issues the chunks of one collective as NCCL calls; the pipeline interface
     of the MPI transport: ``pump`` issues without waiting, ``drain`` issues the
-    rest and waits for all of it."""
+    rest and waits for all of it.  Making one sends nothing: the group's NCCL
+    communicator, whose set-up goes over MPI, is made at the first issue, after
+    the agreement check."""
 
-    def __init__(self, exchange, nccl, nccl_group: NcclGroup, group, collective: Collective):
-        self.exchange = exchange
-        self.nccl = nccl
-        self.nccl_group = nccl_group
+    def __init__(self, transport: NcclTransport, group, collective: Collective):
+        self.transport = transport
+        self.exchange = transport.exchange
+        self.nccl = transport.nccl
         self.group = group
         self.collective = collective
-        self.op = nccl.NCCL_SUM
-        self.divisor = collective.divisor
-        if collective.divisor is not None and nccl_group.average is not None:
-            self.op, self.divisor = nccl_group.average, None
+        self.nccl_group: NcclGroup | None = None
+        self.op = self.nccl.NCCL_SUM
+        self.divisor = collective.divisor  # what NCCL's result is still divided by
         self.queue: list = []
         self.issued: list = []
         self.done = None  # event recorded after the last issued call
 
+    def _set_up(self) -> NcclGroup:
+        """The group's NCCL communicator (made on its first use), and the reduction op:
+        NCCL's average, where it has one, instead of dividing afterwards."""
+        if self.nccl_group is None:
+            self.nccl_group = self.transport.group(self.group)
+            if self.divisor is not None and self.nccl_group.average is not None:
+                self.op, self.divisor = self.nccl_group.average, None
+        return self.nccl_group
+
+    def load(self, chunks: list) -> "NcclPipeline":
+        """Start over with ``chunks``; returns the pipeline."""
+        self.queue, self.issued, self.done = list(chunks), [], None
+        return self
+
     def add(self, chunks: list) -> None:
         self.queue.extend(chunks)
+
+    def prepare(self) -> None:
+        """Nothing to pack: NCCL reads the arrays where they lie."""
 
     def pending_requests(self) -> list:
         return []  # nothing of MPI's: the NCCL communicator is aborted on failure
@@ -132,9 +150,10 @@ class NcclPipeline:
         import cupy
 
         chunks, self.queue = self.queue, []
-        stream = self.nccl_group.stream
+        nccl_group = self._set_up()
+        stream = nccl_group.stream
         stream.wait_event(cupy.cuda.get_current_stream().record())  # the gradients are ready
-        nccl, comm, c = self.nccl, self.nccl_group.comm, self.collective
+        nccl, comm, c = self.nccl, nccl_group.comm, self.collective
         nccl.groupStart()
         try:
             for chunk in chunks:

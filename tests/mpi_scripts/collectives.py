@@ -341,6 +341,16 @@ def check_mismatches(comm, ok: Checks, n: int, r: int) -> None:
     a = np.full(2, r + 1.0)
     comm.all_reduce(a)  # still usable afterwards
     ok.close(a, np.full(2, n * (n + 1) / 2), "all_reduce after mismatches")
+    # the same arrays again after a call of theirs failed its check, which had packed
+    # their bucket while the check travelled: the next call starts from scratch
+    items = [np.full(50, r + 1.0) for _ in range(3)]  # 1200 bytes: a bucket, not carried
+    ok.raises(C.AgreementError, "division", lambda: comm.all_reduce(items, division=(r == 0)),
+              "mismatched division on a bucket")
+    before = comm.collectives_issued
+    comm.all_reduce(items)
+    ok.true(comm.collectives_issued - before == 1, "the bucket took more than one collective")
+    for i, item in enumerate(items):
+        ok.close(item, np.full(50, n * (n + 1) / 2), f"bucket item {i} after a failed check")
 
 
 def main() -> None:
