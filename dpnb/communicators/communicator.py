@@ -25,7 +25,7 @@ from .agreement import Call
 from .exchange import Exchange, Group, Prepared, require_float, resolve
 from .mpi import cuda_aware_mpi
 from .nccl import NcclTransport, nccl_module
-from .plan import DEFAULT_BUCKET_BYTES, DEFAULT_SEGMENT_BYTES, STAGE_DTYPES
+from .plan import DEFAULT_BUCKET_BYTES, DEFAULT_SEGMENT_BYTES, HOSTS_SEGMENT_BYTES, STAGE_DTYPES
 from .reducer import DEFAULT_PACK_SIZE, GradientReducer, SolverSource
 from .board import Board
 from .wait import stall_from_env, timeout_from_env
@@ -65,7 +65,8 @@ class MultiProcessCommunicator:
     long it waits before printing which ranks are late; ``DPNB_COMM_STALL``, default
     30), ``check_agreement`` (``DPNB_COMM_CHECK``, default on), ``use_nccl``
     (``DPNB_COMM_NCCL``, default on; read by ``init``), ``segment_bytes``
-    (``DPNB_COMM_SEGMENT_BYTES``) and ``bucket_bytes`` (``DPNB_COMM_BUCKET_BYTES``).
+    (``DPNB_COMM_SEGMENT_BYTES``; by default 2 MB, and 64 MB where ``init`` finds the
+    ranks on more than one host) and ``bucket_bytes`` (``DPNB_COMM_BUCKET_BYTES``).
     ``collectives_issued`` counts the data collectives sent, ``plans_built`` the
     schedules made."""
 
@@ -79,6 +80,7 @@ class MultiProcessCommunicator:
         self._groups: dict[str, Group] = {}
         self._exchange.groups = self._groups
         self._local_rank = -1
+        self._segment_bytes_chosen = "DPNB_COMM_SEGMENT_BYTES" in os.environ
 
     # -- set-up ---------------------------------------------------------------
     def init(self) -> None:
@@ -94,6 +96,8 @@ class MultiProcessCommunicator:
         world = MPI.COMM_WORLD.Dup()  # our traffic never meets the user's on COMM_WORLD
         local = world.Split_type(MPI.COMM_TYPE_SHARED)
         self._local_rank = local.Get_rank()
+        if local.Get_size() < world.Get_size() and not self._segment_bytes_chosen:
+            self._exchange.segment_bytes = HOSTS_SEGMENT_BYTES  # every rank finds the same
         local.Free()
         self._groups["world"] = Group("world", list(range(world.Get_size())), world)
         self._exchange.world_rank = world.Get_rank()
@@ -143,6 +147,7 @@ class MultiProcessCommunicator:
     @segment_bytes.setter
     def segment_bytes(self, value: int) -> None:
         self._exchange.segment_bytes = _positive_bytes("comm.segment_bytes", value)
+        self._segment_bytes_chosen = True
 
     @property
     def bucket_bytes(self) -> int:

@@ -25,6 +25,10 @@ from ..storage import Run, locate
 from .agreement import Call, stable_hash
 
 DEFAULT_SEGMENT_BYTES = 2 << 20  # about one L2 cache; see benchmarks/allreduce.py
+# Where the ranks span hosts a long stretch goes in few large collectives: over a
+# network one after the other they cost a handshake each, and cache-sized ones ran
+# at 0.85x the throughput of one message, 64 MB ones at 0.96-0.99x (benchmarks/hosts.py)
+HOSTS_SEGMENT_BYTES = 64 << 20
 DEFAULT_BUCKET_BYTES = 2 << 20
 STAGING_RING = 2  # staging buffers per dtype: one in flight, one being packed
 DIRECT_MIN_BYTES = 64 << 10  # smaller stretches are cheaper to pack together than to send alone

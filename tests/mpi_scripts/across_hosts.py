@@ -1,7 +1,9 @@
 """Run under mpiexec across test hosts (argument: the expected host of each rank, comma
 separated): each rank's host name and local rank, MPICH's notion of a host (its
 shared-memory groups), and an Allreduce of 16 MB against the NumPy sum of every
-rank's data, which the parent checks crossed the hosts' links."""
+rank's data, which the parent checks crossed the hosts' links; then dpnb's
+communicator, which takes a long stretch in segments of 64 MB across hosts (one
+collective for these 16 MB), summing the same data."""
 from __future__ import annotations
 
 import os
@@ -11,6 +13,9 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
+import dpnb as nn
+import dpnb.communicators as C
+from dpnb.communicators.plan import HOSTS_SEGMENT_BYTES
 from dpnb.testing import Checks, guarded, rank_data
 
 ELEMENTS = 4 << 20  # float32: 16 MB
@@ -38,6 +43,16 @@ def main() -> None:
     world.Allreduce(mine, total, op=MPI.SUM)
     expected = sum(rank_data(r, 0, (ELEMENTS,)).astype(np.float64) for r in range(world.size))
     check.close(total, expected.astype(np.float32), "Allreduce sum", tol=1e-5, relative=True)
+    comm = C.MultiProcessCommunicator(nn.Context())
+    comm.init()
+    check.true(comm.segment_bytes == HOSTS_SEGMENT_BYTES, "segments across hosts",
+               f"{comm.segment_bytes} bytes, expected {HOSTS_SEGMENT_BYTES}")
+    before = comm.collectives_issued
+    comm.all_reduce(mine)
+    check.true(comm.collectives_issued - before == 1, "16 MB in one collective",
+               f"{comm.collectives_issued - before} collectives")
+    check.close(mine, expected.astype(np.float32), "dpnb all_reduce sum", tol=1e-5,
+                relative=True)
     check.finish()
 
 

@@ -361,6 +361,7 @@ def main() -> None:
     ok.true(comm.ctx.device_id == str(comm.local_rank) and comm.local_rank == r,
             "init sets ctx.device_id to the local rank")
     ok.true(comm.name == "MultiProcessDataParallelCommunicator", "name")
+    ok.true(comm.segment_bytes == DEFAULT_SEGMENT_BYTES, "cache-sized segments on one host")
     check_all_reduce(comm, ok, n, r)
     check_flat_storage(comm, ok, n, r)
     check_reduce_bcast(comm, ok, n, r)
