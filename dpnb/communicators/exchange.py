@@ -65,7 +65,7 @@ class Route:
     """How this rank runs one collective on one plan, settled on first use: its part
     (``Collective``), the agreement check's ``Call``, the carried form where the
     data are small (carried.py), and a pipeline of the plan's transport, loaded
-    anew at each run."""
+    anew at each run.  Making it sends nothing, so it is made before the check."""
 
     def __init__(self, exchange: "Exchange", group: Group, plan: Plan, operation: str,
                  root: int, division: bool):
