@@ -96,6 +96,13 @@ def test_mpi_and_the_communicator_cross_the_links(hosts):
         assert after[name] - before[name] >= 32 << 20, (name, after[name] - before[name])
 
 
+def test_segments_chosen_by_the_environment_hold_across_hosts(hosts):
+    run = hosts.run_script(SCRIPTS / "across_hosts.py", ",".join(expected_hosts(hosts)),
+                           ranks_per_host=RANKS_PER_HOST, timeout=TIMEOUT,
+                           env={"DPNB_COMM_SEGMENT_BYTES": str(4 << 20)})
+    assert_ranks_ok(run)  # 16 MB in 4 MB segments: 4 collectives
+
+
 def test_a_host_that_is_not_there_is_named(hosts):
     done = subprocess.run([str(hosts.launcher), "-x", "nohost", "true"], capture_output=True,
                           text=True, timeout=10)
@@ -202,8 +209,14 @@ def test_seed_tutorial_all_reduce_and_check_sync_across_hosts(cluster, hosts):
 def test_dpnb_all_reduce_crosses_the_links(cluster, hosts):
     before = hosts.link_bytes()
     run(cluster.view, """
-        big = nn.NdArray.from_numpy_array(np.full(2 << 20, mpi_rank + 1, np.float32))
-        comm.all_reduce(big, division=False)
+        import numpy as np
+        from mpi4py import MPI
+        import dpnb as nn
+        import dpnb.communicators as C
+        link_comm = C.MultiProcessCommunicator(nn.Context())
+        link_comm.init()
+        big = nn.NdArray.from_numpy_array(np.full(2 << 20, MPI.COMM_WORLD.rank + 1, np.float32))
+        link_comm.all_reduce(big, division=False)
     """)
     after = hosts.link_bytes()
     for values in gather("big").values():
