@@ -57,16 +57,23 @@ main(options + ["-i", "40"])
 """),
 ("md", """
 Rank 0's monitor files: the validation rows (the whole test set, split across the ranks and
-combined with `all_reduce`) and the plot of the curves.
+combined with `all_reduce`) and the plot of the curves. Their digits depend on the machine:
+BLAS libraries sum the products of a matrix multiplication in different orders on different
+CPUs, and a few dozen training steps amplify a difference in the last bit, so the notebook's
+tests do not compare them; the end of the notebook checks what holds everywhere.
 """),
 ("code", """
+# NBVAL_IGNORE_OUTPUT
 import json
 
-def show_validation():
+def validation_rows():
     with open(Path(monitor) / "validation.jsonl") as f:
-        for row in map(json.loads, f):
-            print(f"iteration {row['iteration']}: validation error {row['error']:.3f}, "
-                  f"loss {row['loss']:.3f}")
+        return [json.loads(line) for line in f]
+
+def show_validation():
+    for row in validation_rows():
+        print(f"iteration {row['iteration']}: validation error {row['error']:.3f}, "
+              f"loss {row['loss']:.3f}")
 
 show_validation()
 """),
@@ -80,8 +87,7 @@ Image(filename=str(Path(monitor) / "curves.png"))
 ## Resuming
 
 `--resume` continues from the latest checkpoint (parameters, solver state, iteration and
-every rank's random state) as if the run had not stopped. Twenty more steps, then a check
-that the ranks still hold identical parameters.
+every rank's random state) as if the run had not stopped. Twenty more steps:
 """),
 ("code", """
 %%px
@@ -89,8 +95,24 @@ that the ranks still hold identical parameters.
 main(options + ["-i", "60", "--resume"])
 """),
 ("code", """
+# NBVAL_IGNORE_OUTPUT
 show_validation()
-dpnb.check_sync()
+"""),
+("md", """
+What holds on any machine: the run validated at iterations 20, 40 and 60, the validation
+error fell, to below 0.7 (guessing one of the ten classes gives 0.9; this run ends between
+0 and 0.45 with other seeds or BLAS kernels), and the ranks hold identical parameters.
+"""),
+("code", """
+rows = validation_rows()
+errors = [row["error"] for row in rows]
+assert [row["iteration"] for row in rows] == [20, 40, 60], rows
+assert errors[-1] < min(0.7, errors[0]), f"the validation error did not fall: {errors}"
+print("validation error fell below 0.7 by iteration", rows[-1]["iteration"])
+
+sync = dpnb.check_sync()
+assert sync.in_sync, "the ranks' parameters differ"
+sync
 """),
 ("code", """
 import shutil

@@ -453,21 +453,35 @@ for step in range(1, n_steps + 1):
 """, None),
 ("md", r"""
 Each rank's loss over its own points, at the start and at the end, and the curves. The
-parameters are still identical on every rank.
+last digits of a loss after 100 steps depend on the machine: BLAS libraries sum the
+products of a matrix multiplication in different orders on different CPUs, and training
+amplifies a difference in the last bit. So the cell checks what holds everywhere, that
+every rank's loss fell to less than half, and its numbers are not compared when the
+notebook is tested.
 """, r"""
-各ランクの、自分のデータ点についての最初と最後の損失、そして損失曲線です。パラメータはまだすべてのランクで一致しています。
+各ランクの、自分のデータ点についての最初と最後の損失、そして損失曲線です。100 ステップ後の損失の下位の桁はマシンによって変わります。BLAS ライブラリは CPU ごとに行列積の和を異なる順序で計算し、学習はその最後の 1 ビットの違いを増幅するからです。そこでこのセルは、どこでも成り立つこと（すべてのランクで損失が半分未満に下がったこと）を確かめます。ノートブックのテストでは、ここに表示される数値は比較しません。
 """),
 ("code", r"""
+# NBVAL_IGNORE_OUTPUT
 losses = dpnb.gather("losses")
 for rank, values in losses.items():
     print(f"rank {rank}: loss {values[0]:.3f} -> {values[-1]:.3f}")
-dpnb.check_sync()
+    assert values[-1] < values[0] / 2, f"rank {rank}'s loss did not fall to less than half"
 """, r"""
+# NBVAL_IGNORE_OUTPUT
 losses = dpnb.gather("losses")
 for rank, values in losses.items():
     print(f"ランク {rank}: 損失 {values[0]:.3f} -> {values[-1]:.3f}")
-dpnb.check_sync()
+    assert values[-1] < values[0] / 2, f"ランク {rank} の損失が半分未満に下がっていない"
 """, ["training"]),
+("md", r"""
+The parameters are still identical on every rank:
+""", r"""
+パラメータはまだすべてのランクで一致しています。
+"""),
+("code", r"""
+dpnb.check_sync()
+""", None),
 ("code", r"""
 from dpnb.notebook import plot_losses
 
@@ -542,7 +556,7 @@ def train_until(steps):  # train until state.step reaches steps, committing ever
         state.step += 1
         if state.step % 10 == 0:
             state.commit()
-    print(f"step {state.step}, loss {float(loss.d):.4f}, last commit {state.committed}")
+    print(f"step {state.step}, last commit {state.committed}")
 """, None),
 ("md", r"""
 The training cell: 25 steps, committing every 10.
