@@ -43,6 +43,9 @@ def series(text: str) -> np.ndarray:
 def test_one_process_computes_what_nnabla_computes(tmp_path):
     (ours,) = run_program(tmp_path)
     theirs = NNABLA["classification"]
+    # A stored multi-step run, compared because it does not amplify rounding: under five
+    # OpenBLAS kernels dpnb's losses stay within 2e-7 of those nnabla recorded with its own
+    # kernels, and the nearest test point is 0.4 logits from the decision boundary.
     assert ours["seen"] == theirs["seen"]          # same data source, iterator and shuffles
     np.testing.assert_allclose(ours["losses"], theirs["losses"], rtol=1e-3, atol=1e-5)
     assert ours["accuracy"] == theirs["accuracy"] >= 0.95
