@@ -481,7 +481,7 @@ The parameters are still identical on every rank:
 """),
 ("code", r"""
 dpnb.check_sync()
-""", None),
+""", None, ["training"]),
 ("code", r"""
 from dpnb.notebook import plot_losses
 
