@@ -4,8 +4,9 @@
 from .context import Context, context_scope, default_extension, get_current_context, set_default_context
 from .errors import DpnbError
 from .graph import (Function, Variable, auto_forward, forward_all, get_auto_forward, no_grad,
-                    set_auto_forward)
-from .ndarray import NdArray
+                    set_auto_forward, set_global_recompute)
+from .logger import logger  # the Logger, as nnabla's package attribute is (not the module)
+from .ndarray import NdArray, prefer_cached_array
 from .parameter import (clear_parameters, get_current_parameter_scope, get_parameter_or_create,
                         get_parameters, load_parameters, parameter_scope, save_parameters,
                         set_parameter)
@@ -15,8 +16,8 @@ from . import functions  # noqa: E402,F401 (variables' operators are functions)
 __all__ = [
     "Context", "context_scope", "default_extension", "get_current_context", "set_default_context",
     "DpnbError", "Function", "Variable", "auto_forward", "forward_all", "get_auto_forward",
-    "no_grad", "set_auto_forward",
-    "NdArray", "clear_parameters", "get_current_parameter_scope", "get_parameter_or_create",
+    "no_grad", "set_auto_forward", "set_global_recompute", "logger",
+    "NdArray", "prefer_cached_array", "clear_parameters", "get_current_parameter_scope", "get_parameter_or_create",
     "get_parameters", "load_parameters", "parameter_scope", "save_parameters", "set_parameter",
     "seed",
 ]
@@ -29,8 +30,8 @@ _LAZY = {"start": "dpnb.cluster", "current": "dpnb.cluster", "Cluster": "dpnb.cl
          "load_ipython_extension": "dpnb.notebook", "set_language": "dpnb.cluster.words",
          "use_as_nnabla": "dpnb.nnabla_alias", "TrainingState": "dpnb.cluster.training_state"}
 # Submodules that nnabla programs reach as attributes of the package after a bare
-# `import nnabla` (nn.solver.Solver, nn.logger.logger ...), imported on first use.
-_SUBMODULES = ("communicators", "ext_utils", "initializer", "logger", "monitor",
+# `import nnabla` (nn.solver.Solver, nn.initializer.NormalInitializer ...), imported on first use.
+_SUBMODULES = ("communicators", "ext_utils", "initializer", "monitor",
                "parametric_functions", "solver", "solvers", "utils")
 
 

@@ -1,9 +1,13 @@
 """The one exception family of dpnb."""
 
 
-class DpnbError(Exception):
+class DpnbError(RuntimeError):
     """Raised for every misuse dpnb detects: the message says what was expected,
-    what was got, and what to do about it."""
+    what was got, and what to do about it.
+
+    A ``RuntimeError``, as nnabla's errors from its functions, graph and solvers are
+    (``value error in setup_impl`` ...), so that programs' ``except RuntimeError``
+    catch dpnb's clearer ones too."""
 
 
 class ExtensionUnavailableError(DpnbError, ImportError):

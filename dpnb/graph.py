@@ -74,6 +74,19 @@ def no_grad(no_grad_: bool = True) -> Iterator[None]:
         _no_grad = previous
 
 
+def set_global_recompute(recompute: bool) -> None:
+    """nnabla's switch for recomputing freed intermediates in backward, to save memory.
+
+    dpnb keeps every intermediate a backward reads (``forward(clear_no_need_grad=True)``
+    frees the others), so ``False``, nnabla's default, is what dpnb does; ``True`` is
+    an error rather than a setting that would silently not save the memory asked for."""
+    if recompute:
+        raise DpnbError("dpnb does not recompute intermediates in backward: "
+                        "set_global_recompute(True) is not supported. To save memory, run "
+                        "forward(clear_no_need_grad=True), which frees what backward does not "
+                        "read, or a smaller batch")
+
+
 # The direction between the graph and the functions: the functions import the graph,
 # never the other way.  A variable's arithmetic operators (``x + y``, ``-x``, ``x ** 2``)
 # are functions, a layer above this module, so dpnb.functions installs them on

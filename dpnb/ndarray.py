@@ -30,6 +30,16 @@ def _as_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
     return dims
 
 
+def prefer_cached_array(prefer: bool) -> None:
+    """nnabla's choice between its caching and non-caching array allocators.
+
+    dpnb's arrays are NumPy's and CuPy's, allocated by those libraries (CuPy through
+    its memory pool, which always caches); there is no other allocator to prefer, so
+    the call only checks its argument, as nnabla's tests and programs make it."""
+    if not isinstance(prefer, (bool, np.bool_)):
+        raise DpnbError(f"prefer_cached_array takes True or False, got {prefer!r}")
+
+
 class NdArray:
     """One array of fixed shape and dtype on one device, allocated on first use.
 

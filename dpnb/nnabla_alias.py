@@ -69,16 +69,20 @@ _FINDER = _NnablaFinder()
 
 
 def real_nnabla_location() -> str | None:
-    """Where the real nnabla (or an nnabla extension) is imported or installed, else None."""
+    """Where the real nnabla (or an nnabla extension) is imported or installed, else None.
+
+    A folder of that name without ``__init__.py`` (a namespace package, such as the
+    ``nnabla/`` that nnabla's tutorials ``git clone`` into the working directory) is
+    not nnabla: only a package that defines ``nnabla`` counts."""
     if active():
         return None
     for root in ROOTS:
         module = sys.modules.get(root)
-        if module is not None:
-            return getattr(module, "__file__", None) or root
-        spec = importlib.util.find_spec(root)
-        if spec is not None:
-            return spec.origin or ", ".join(spec.submodule_search_locations or [root])
+        if module is not None and getattr(module, "__file__", None) is not None:
+            return module.__file__
+        spec = importlib.util.find_spec(root) if module is None else None
+        if spec is not None and spec.origin not in (None, "namespace"):
+            return spec.origin
     return None
 
 
@@ -98,8 +102,23 @@ def use_as_nnabla() -> None:
             f"the real nnabla is installed here ({location}), and dpnb does not shadow it; "
             "use it as it is, or run the program in an environment without nnabla, or "
             "import dpnb under its own name (import dpnb as nn)")
+    for name in [name for name in sys.modules if dpnb_name(name) is not None]:
+        del sys.modules[name]  # a namespace folder imported before: dpnb answers from now on
     sys.meta_path.insert(0, _FINDER)
+    _alias_loaded_modules()
     logger.debug("nnabla names now resolve to dpnb")
+
+
+def _alias_loaded_modules() -> None:
+    """Register the dpnb modules already loaded under their nnabla names too.
+
+    Importing ``nnabla.X`` for the first time would set attribute ``X`` of the
+    package to the module, replacing what the package itself binds to that name:
+    ``nnabla.logger`` is the Logger, as in nnabla, not the module ``dpnb.logger``."""
+    for root, target in ROOTS.items():
+        for name, module in list(sys.modules.items()):
+            if name.startswith(target + "."):
+                sys.modules.setdefault(root + name[len(target):], module)
 
 
 def use_as_nnabla_unless_installed() -> bool:

@@ -65,6 +65,80 @@ def test_without_the_hook_nnabla_is_not_importable():
     assert result.stdout.strip() == "absent", result.stderr
 
 
+def test_the_names_nnablas_programs_and_tests_import():
+    """Values from nnabla 1.39.0: ``nnabla.logger`` is the Logger, its dtype codes, its
+    ``assert_allclose`` tolerances; its errors of shapes are RuntimeErrors."""
+    result = python("""
+        import logging
+        import numpy as np
+        import dpnb
+        dpnb.use_as_nnabla()
+        import nnabla as nn
+        import nnabla.functions as F
+        import nnabla.logger as logger
+        from nnabla.logger import logger as same
+        assert logger is same is logging.getLogger("nnabla") is nn.logger
+        logger.info("logged")
+        from nnabla.utils import nnabla_pb2
+        import nnabla.utils.nnabla_pb2 as pb2
+        import dpnb.proto.nnabla_pb2
+        assert pb2 is nnabla_pb2 is dpnb.proto.nnabla_pb2
+        assert nnabla_pb2.NNablaProtoBuf().network.add().name == ""
+        from nnabla.testing import assert_allclose
+        assert_allclose(np.float32(1.000009), 1.0)      # rtol 1e-5
+        assert_allclose(np.float32(1e-6), 0.0)          # atol 1e-6
+        try:
+            assert_allclose(1.0001, 1.0)
+        except AssertionError:
+            print("assert_allclose refuses 1e-4")
+        import nnabla.dtypes as dtypes
+        assert dtypes.np_dtpye_to_int[np.float32] == 11 and dtypes.np_dtpye_to_int[bool] == 0
+        assert dtypes.int_to_np_dtype[12] is np.double and dtypes.int_to_np_dtype[9] is np.int64
+        nn.prefer_cached_array(True)
+        nn.prefer_cached_array(False)
+        nn.set_global_recompute(False)
+        for call, argument in ((nn.set_global_recompute, True), (nn.prefer_cached_array, "yes")):
+            try:
+                call(argument)
+            except RuntimeError as e:
+                print(type(e).__name__, "|", e)
+        try:
+            F.add2(nn.Variable((2, 3)), nn.Variable((3, 2)))
+        except RuntimeError as e:
+            print(type(e).__name__, "|", e)
+    """)
+    assert result.returncode == 0, result.stderr
+    assert "[nnabla][INFO]: logged" in result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "assert_allclose refuses 1e-4"
+    assert lines[1].startswith("DpnbError | dpnb does not recompute") and \
+        "clear_no_need_grad=True" in lines[1]
+    assert lines[2] == "DpnbError | prefer_cached_array takes True or False, got 'yes'"
+    assert lines[3] == "DpnbError | Add2: shapes (2, 3) and (3, 2) do not broadcast together"
+
+
+def test_a_folder_named_nnabla_in_the_working_directory_is_not_nnabla(tmp_path):
+    """nnabla's tutorials ``git clone`` nnabla into the working directory: a folder, no
+    package, which must not pass for an installed nnabla (nor stay importable)."""
+    (tmp_path / "nnabla" / "python" / "src").mkdir(parents=True)
+    result = python("""
+        import nnabla as folder                # a namespace package: the folder itself
+        import dpnb
+        dpnb.use_as_nnabla()
+        import nnabla
+        assert folder is not dpnb and nnabla is dpnb, nnabla
+        print("dpnb")
+    """, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "dpnb"
+    script = tmp_path / "prog.py"
+    script.write_text("import nnabla, dpnb\nprint(nnabla is dpnb)\n")
+    result = subprocess.run([DPNB, "run", str(script)], capture_output=True, text=True,
+                            timeout=60, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
+
+
 @pytest.fixture
 def real_nnabla(tmp_path):
     """A directory holding a package named nnabla, standing for a real installation."""
