@@ -30,6 +30,7 @@ Hook = Callable[["Function"], object]
 
 _auto_forward = False
 _no_grad = False
+_recompute = False  # the recompute flag new variables get (set_global_recompute)
 _epoch = 0  # bumped whenever a graph is reshaped or rewired: plans made before are stale
 _serial = itertools.count()  # creation order of functions, for function_references
 
@@ -75,16 +76,9 @@ def no_grad(no_grad_: bool = True) -> Iterator[None]:
 
 
 def set_global_recompute(recompute: bool) -> None:
-    """nnabla's switch for recomputing freed intermediates in backward, to save memory.
-
-    dpnb keeps every intermediate a backward reads (``forward(clear_no_need_grad=True)``
-    frees the others), so ``False``, nnabla's default, is what dpnb does; ``True`` is
-    an error rather than a setting that would silently not save the memory asked for."""
-    if recompute:
-        raise DpnbError("dpnb does not recompute intermediates in backward: "
-                        "set_global_recompute(True) is not supported. To save memory, run "
-                        "forward(clear_no_need_grad=True), which frees what backward does not "
-                        "read, or a smaller batch")
+    """The ``recompute`` flag of the variables created from now on (nnabla's default: False)."""
+    global _recompute
+    _recompute = bool(recompute)
 
 
 # The direction between the graph and the functions: the functions import the graph,
@@ -107,7 +101,8 @@ def _graph_changed() -> None:
     _epoch += 1
 
 
-_SETTABLE = ("d", "g", "data", "grad", "need_grad", "persistent", "name", "info", "parent")
+_SETTABLE = ("d", "g", "data", "grad", "need_grad", "persistent", "recompute", "name", "info",
+             "parent")
 
 
 class Variable:
@@ -125,6 +120,9 @@ class Variable:
         self._grad = grad
         self.need_grad = need_grad
         self.persistent = False
+        # nnabla's flag for freeing this intermediate in forward and recomputing it in
+        # backward; dpnb keeps the data (the same results, without the memory saved)
+        self.recompute = _recompute
         self._parent = parent
         self._schedule: _Schedule | None = None
         self._consumers: weakref.WeakSet | None = None
@@ -394,19 +392,26 @@ class Function:
 
     A subclass keeps its arguments as attributes and implements:
 
-    - ``setup(inputs)``: check the input variables' shapes and dtypes (raise
-      through ``self.error``) and return ``[(shape, dtype), ...]`` per output;
-    - ``forward(xp, xs)``: output arrays from input arrays;
-    - ``backward(xp, xs, ys, gys, need_grads)``: input gradients (or None where
-      not needed) from output gradients.  ``ys`` is given only to functions
+    - ``output_specs(inputs)``: check the input variables' shapes and dtypes
+      (raise through ``self.error``) and return ``[(shape, dtype), ...]`` per output;
+    - ``forward_arrays(xp, xs)``: output arrays from input arrays;
+    - ``backward_arrays(xp, xs, ys, gys, need_grads)``: input gradients (or None
+      where not needed) from output gradients.  ``ys`` is given only to functions
       with ``grad_depends_on_outputs``, ``xs`` only to those with
-      ``grad_depends_on_inputs``; keep input shapes from ``setup`` if needed.
+      ``grad_depends_on_inputs``; keep input shapes from ``output_specs`` if needed.
       Never modify ``gys`` in place: they may be another variable's gradient.
+
+    Graph passes call these.  nnabla's own surface, ``setup``, ``forward`` and
+    ``backward`` on variables given explicitly (``y.parent.forward(inputs, outputs)``),
+    and recomputation, are built on them below.  A function that draws random numbers
+    (``draws_random_numbers``) keeps its generator in ``rng``.
     """
 
     differentiable = True          # False: outputs never carry a gradient
     grad_depends_on_inputs = True  # backward reads the inputs' data
     grad_depends_on_outputs = False  # backward reads the outputs' data
+    draws_random_numbers = False   # True: forward draws from ``self.rng``
+    keeps_inputs = False           # True: forward never frees its inputs (F.sink's results)
 
     inputs: list[Variable]
     outputs: list[Variable]
@@ -423,19 +428,96 @@ class Function:
         """The array module this function computes with (on a GPU: after selecting its device)."""
         return np if self._xp is np else self.context.xp
 
-    def setup(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], np.dtype]]:
+    def output_specs(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], np.dtype]]:
         raise NotImplementedError
 
-    def forward(self, xp: ModuleType, xs: list) -> tuple:
+    def forward_arrays(self, xp: ModuleType, xs: list) -> tuple:
         raise NotImplementedError
 
-    def backward(self, xp: ModuleType, xs: list, ys: list | None, gys: list,
-                 need_grads: list[bool]) -> tuple:
+    def backward_arrays(self, xp: ModuleType, xs: list, ys: list | None, gys: list,
+                        need_grads: list[bool]) -> tuple:
         raise DpnbError(f"{self.name} has no gradient")
 
     def error(self, message: str) -> DpnbError:
-        """An error naming this function, to raise from ``setup``."""
+        """An error naming this function, to raise from ``output_specs``."""
         return DpnbError(f"{self.name}: {message}")
+
+    # -- nnabla's surface: this function on variables given explicitly -----------
+    def setup(self, inputs: Sequence[Variable], outputs: Sequence[Variable]) -> None:
+        """Check ``inputs`` and give ``outputs`` the shapes this function computes from them."""
+        specs = self.output_specs(list(inputs))
+        self._check_outputs(outputs, len(specs))
+        for y, (shape, _) in zip(outputs, specs):
+            if tuple(shape) != y.shape:
+                y.reset_shape(shape, force=True)
+
+    def forward(self, inputs: Sequence[Variable], outputs: Sequence[Variable]) -> None:
+        """Compute ``outputs``' data from ``inputs``' data (they keep their arrays)."""
+        self._check_outputs(outputs, len(self.outputs))
+        xp = self.xp
+        xs = [to_module(x.data.data, xp) for x in inputs]
+        for y, array in zip(outputs, self.forward_arrays(xp, xs)):
+            if any(xp.may_share_memory(array, x) for x in xs):
+                array = array.copy()  # an output never aliases an input its caller rewrites
+            y.data.take(to_module(array, y.data.xp), self)
+
+    def backward(self, inputs: Sequence[Variable], outputs: Sequence[Variable],
+                 accum: Sequence[bool] | None = None) -> None:
+        """Compute the gradients of the ``inputs`` that need one from ``outputs``'
+        gradients: added to what they hold where ``accum`` says True (the default),
+        written over it where False."""
+        accum = [True] * len(inputs) if accum is None else list(accum)
+        if len(accum) != len(inputs):
+            raise self.error(f"backward: accum needs one flag per input ({len(inputs)}), "
+                             f"got {len(accum)}")
+        need_grads = [x.need_grad for x in inputs]
+        if not any(need_grads):
+            return
+        xp = self.xp
+        xs = ([to_module(x.data.data, xp) for x in inputs] if self.grad_depends_on_inputs
+              else None)
+        ys = ([to_module(y.data.data, xp) for y in outputs] if self.grad_depends_on_outputs
+              else None)
+        gys = [to_module(y.grad.data, xp) for y in outputs]
+        grads = self.backward_arrays(xp, xs, ys, gys, need_grads)
+        for x, gx, add, need in zip(inputs, grads, accum, need_grads):
+            if need and gx is not None:
+                gx = to_module(gx, x.grad.xp)
+                if add:
+                    x.grad.data[...] += gx
+                else:
+                    x.grad.data[...] = gx
+
+    def need_setup_recompute(self, output: int) -> bool:
+        """Whether recomputing output ``output`` needs ``setup_recompute`` before the
+        forward it repeats: so for a function that draws random numbers."""
+        return self.draws_random_numbers
+
+    def setup_recompute(self, inputs: Sequence[Variable], outputs: Sequence[Variable]) -> None:
+        """Remember the random generator's state, for ``recompute`` to draw the same numbers."""
+        if self.draws_random_numbers:
+            self._recompute_state = self.rng.get_state()
+
+    def recompute(self, inputs: Sequence[Variable], outputs: Sequence[Variable]) -> None:
+        """Compute ``outputs`` again as the forward after ``setup_recompute`` did; the
+        random generator goes on from where it was."""
+        if not self.draws_random_numbers:
+            self.forward(inputs, outputs)
+            return
+        saved = getattr(self, "_recompute_state", None)
+        if saved is None:
+            raise self.error("recompute draws random numbers again only after "
+                             "setup_recompute(inputs, outputs), called before the forward")
+        now = self.rng.get_state()
+        self.rng.set_state(saved)
+        try:
+            self.forward(inputs, outputs)
+        finally:
+            self.rng.set_state(now)
+
+    def _check_outputs(self, outputs: Sequence[Variable], expected: int) -> None:
+        if len(outputs) != expected:
+            raise self.error(f"expected {expected} output variable(s), got {len(outputs)}")
 
     def __repr__(self) -> str:
         return f"<Function {self.name} at {id(self):#x}>"
@@ -452,7 +534,7 @@ class Function:
         self.context = ctx = get_current_context()
         self._xp = xp = ctx.xp
         self.inputs = list(inputs)
-        specs = self.setup(self.inputs)
+        specs = self.output_specs(self.inputs)
         self._note_inputs()
         self.serial = next(_serial)
         self.rank = 1 + max((x.rank for x in inputs), default=0)
@@ -488,7 +570,7 @@ class Function:
             return
         logger.info("%s: input shapes changed from %s to %s; setting it up again",
                     self.name, self._in_shapes, shapes)
-        specs = self.setup(self.inputs)
+        specs = self.output_specs(self.inputs)
         self._note_inputs()
         for y, (shape, _) in zip(self.outputs, specs):
             if tuple(shape) != y.shape:
@@ -504,7 +586,7 @@ class Function:
             xs = [to_module(h.data, xp) for h in self._in_handles]
         else:
             xs = [h.data for h in self._in_handles]
-        for handle, array in zip(self._out_handles, self.forward(xp, xs)):
+        for handle, array in zip(self._out_handles, self.forward_arrays(xp, xs)):
             handle.take(array, self)
 
 
@@ -563,10 +645,13 @@ class _Schedule:
 
     def _frees_for(self, clear_buffer: bool) -> list[list[Variable]]:
         """Per step, the intermediates no later function reads (and, unless
-        ``clear_buffer``, that backward does not read either)."""
+        ``clear_buffer``, that backward does not read either), but for the inputs of
+        functions that keep them."""
         key = (True,) if clear_buffer else (False, self._leaf_flags())
         if key not in self._frees:
-            keep = set() if clear_buffer else self._read_by_backward()
+            keep = {id(x) for fn in self.order if fn.keeps_inputs for x in fn.inputs}
+            if not clear_buffer:
+                keep |= self._read_by_backward()
             last_use = {id(x): (step, x) for step, fn in enumerate(self.order) for x in fn.inputs}
             frees: list[list[Variable]] = [[] for _ in self.order]
             for key_id, (step, x) in last_use.items():
@@ -659,7 +744,7 @@ class _Schedule:
             else:
                 xs = None
             ys = [h.data for h in fn._out_handles] if fn.grad_depends_on_outputs else None
-            gxs = fn.backward(xp, xs, ys, gys, need_grads)
+            gxs = fn.backward_arrays(xp, xs, ys, gys, need_grads)
             for target, gx in zip(targets, gxs):
                 if target is None or gx is None:
                     continue

@@ -46,7 +46,8 @@ class NdArray:
     ``nn.NdArray(shape)`` makes one of the current context's device and float
     type, as in nnabla; the graph names its arrays through ``owner``."""
 
-    __slots__ = ("_array", "_shape", "_size", "_dtype", "_xp", "_freed", "_pinned", "owner")
+    __slots__ = ("_array", "_shape", "_size", "_dtype", "_xp", "_freed", "_cleared", "_pinned",
+                 "owner")
 
     def __init__(self, shape: int | Sequence[int] = (), *, dtype=None, xp: ModuleType | None = None,
                  owner: str = ""):
@@ -60,6 +61,7 @@ class NdArray:
         self._xp = xp
         self._array = None
         self._freed = False
+        self._cleared = False  # released by clear() or free(), for clear_called
         self._pinned = False
         self.owner = owner  # names the variable in error messages
 
@@ -213,12 +215,26 @@ class NdArray:
                 "is a view into flat parameter storage; create a new parameter instead")
         else:
             self._array = None
+            self._cleared = False
         self._shape, self._size = shape, size
+
+    def clear(self) -> None:
+        """Release the backing array, as nnabla's ``clear``; the next use allocates a new one."""
+        self._array = None
+        self._freed = False
+        self._cleared = True
 
     def free(self) -> None:
         """Release the backing array; reading it afterwards is an error."""
         self._array = None
         self._freed = True
+        self._cleared = True
+
+    @property
+    def clear_called(self) -> bool:
+        """Whether the array was released (``clear``, or a graph pass freeing it) and has not
+        been allocated since, as nnabla's ``clear_called``."""
+        return self._cleared and self._array is None
 
     @property
     def allocated(self) -> bool:

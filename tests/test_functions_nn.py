@@ -175,7 +175,7 @@ def test_convolution_stride_1_gradients_match_col2im(rng, options):
                       **options)
     fn = y.parent
     gy = rng.randn(*y.shape)
-    gx, gw = fn.backward(np, [x, w], None, [gy], [True, True])
+    gx, gw = fn.backward_arrays(np, [x, w], None, [gy], [True, True])
     geo = fn.geometry
     grouped = gy.reshape(2, group, 6 // group, -1)
     col2im = geo.add_columns_to_image(np, np.matmul(geo.weight_matrix(w).swapaxes(-1, -2),

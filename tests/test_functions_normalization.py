@@ -161,7 +161,7 @@ def test_gradients_do_not_alias_the_workspace(rng):
     y = F.batch_normalization(*(nn.Variable.from_numpy_array(a) for a in arrays), None, None)
     y.forward()
     gy = rng.randn(*y.shape).astype(np.float32)
-    grads = y.parent.backward(np, arrays, None, [gy], [True] * 3)
+    grads = y.parent.backward_arrays(np, arrays, None, [gy], [True] * 3)
     saved = [g.copy() for g in grads]
     x, w = (nn.Variable.from_numpy_array(rng.randn(*shape).astype(np.float32), need_grad=True)
             for shape in ((4, 3, 5, 5), (2, 3, 3, 3)))

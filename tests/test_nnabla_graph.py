@@ -174,3 +174,25 @@ def test_ndarray_errors_and_context():
         assert nn.NdArray((1,)).dtype == np.float64
     with pytest.raises(DpnbError, match="expects an nn.NdArray"):
         nn.NdArray((2,)).copy_from(np.zeros(2))
+
+
+def test_function_objects_run_on_variables_given_explicitly():
+    assert_matches(graph.function_objects(nn, F), REC["function_objects"])
+
+
+def test_forward_clearing_frees_what_nnabla_frees():
+    """F.sink's inputs stay (the results asked for); clear_no_need_grad keeps what
+    backward reads, clear_buffer does not."""
+    assert_matches(graph.clearing(nn, F), REC["clearing"])
+
+
+def test_function_object_errors_name_the_function():
+    x = leaf([1.0, 2.0])
+    y = F.sin(x)
+    with pytest.raises(DpnbError, match="Sin: expected 1 output variable"):
+        y.parent.forward([x], [y, y])
+    with pytest.raises(DpnbError, match="Sin: backward: accum needs one flag per input"):
+        y.parent.backward([x], [y], [True, False])
+    d = F.dropout(leaf(np.ones(8)), p=0.5)
+    with pytest.raises(DpnbError, match="Dropout: recompute .* after setup_recompute"):
+        d.parent.recompute(d.parent.inputs, [d])

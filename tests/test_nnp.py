@@ -244,10 +244,10 @@ def test_nnp_layout_is_nnablas(tmp_path):
 
 def test_function_without_nnabla_form_is_refused(tmp_path):
     class Double(Function):
-        def setup(self, inputs):
+        def output_specs(self, inputs):
             return [(inputs[0].shape, inputs[0].dtype)]
 
-        def forward(self, xp, xs):
+        def forward_arrays(self, xp, xs):
             return (xs[0] * 2,)
 
     x = nn.Variable((2, 3))

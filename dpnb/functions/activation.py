@@ -32,10 +32,10 @@ class ReLU(Unary):
     grad_depends_on_inputs = False
     grad_depends_on_outputs = True
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.maximum(xs[0], 0),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] * (ys[0] > 0),)
 
 
@@ -51,11 +51,11 @@ class ELU(Unary):
     def __init__(self, alpha: float):
         self.alpha = alpha
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         (x,) = xs
         return (xp.where(x > 0, x, self.alpha * xp.expm1(xp.minimum(x, 0))),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x,), (gy,) = xs, gys
         return (gy * xp.where(x > 0, 1, self.alpha * xp.exp(xp.minimum(x, 0))),)
 
@@ -72,11 +72,11 @@ class LeakyReLU(Unary):
     def __init__(self, alpha: float):
         self.alpha = alpha
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         (x,) = xs
         return (xp.where(x > 0, x, self.alpha * x),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x,), (gy,) = xs, gys
         return (xp.where(x > 0, gy, self.alpha * gy),)
 
@@ -94,10 +94,10 @@ class Tanh(Unary):
     grad_depends_on_inputs = False
     grad_depends_on_outputs = True
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.tanh(xs[0]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (y,) = ys
         return (gys[0] * (1 - y * y),)
 
@@ -114,10 +114,10 @@ class Sigmoid(Unary):
     grad_depends_on_inputs = False
     grad_depends_on_outputs = True
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (logistic(xp, xs[0]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (y,) = ys
         return (gys[0] * y * (1 - y),)
 
@@ -134,7 +134,7 @@ class _AlongAxis(Function):
     def __init__(self, axis: int | None):
         self.axis = axis
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         self.axis = one_axis(self, self.axis, x.ndim)
         return [(x.shape, x.dtype)]
@@ -146,12 +146,12 @@ class Softmax(_AlongAxis):
     grad_depends_on_inputs = False
     grad_depends_on_outputs = True
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         (x,) = xs
         e = xp.exp(x - x.max(axis=self.axis, keepdims=True))
         return (e / e.sum(axis=self.axis, keepdims=True),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (y,), (gy,) = ys, gys
         return (y * (gy - (gy * y).sum(axis=self.axis, keepdims=True)),)
 
@@ -168,10 +168,10 @@ class LogSoftmax(_AlongAxis):
     grad_depends_on_inputs = False
     grad_depends_on_outputs = True
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (log_softmax_of(xp, xs[0], self.axis),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (y,), (gy,) = ys, gys
         return (gy - xp.exp(y) * gy.sum(axis=self.axis, keepdims=True),)
 
@@ -191,10 +191,10 @@ def _softplus(xp, x):
 class ReLU6(Unary):
     """min(max(x, 0), 6); the gradient passes where 0 < x < 6."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.clip(xs[0], 0, 6),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x,) = xs
         return (gys[0] * ((x > 0) & (x < 6)),)
 
@@ -211,11 +211,11 @@ class SELU(Unary):
     def __init__(self, scale: float, alpha: float):
         self.scale, self.alpha = float(scale), float(alpha)
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         (x,) = xs
         return (self.scale * xp.where(x > 0, x, self.alpha * xp.expm1(xp.minimum(x, 0))),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x,), (gy,) = xs, gys
         slope = xp.where(x > 0, self.scale, self.scale * self.alpha * xp.exp(xp.minimum(x, 0)))
         return (gy * slope,)
@@ -234,7 +234,7 @@ class _Mirrored(Function):
     def __init__(self, axis: int):
         self.axis = axis
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         self.axis = one_axis(self, self.axis, x.ndim)
         shape = list(x.shape)
@@ -247,11 +247,11 @@ class _Mirrored(Function):
     def slope(self, xp, x):
         raise NotImplementedError
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         (x,) = xs
         return (xp.concatenate([self.half(xp, x), self.half(xp, -x)], axis=self.axis),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x,), (gy,) = xs, gys
         first, second = xp.split(gy, 2, axis=self.axis)
         return (first * self.slope(xp, x) - second * self.slope(xp, -x),)
@@ -300,11 +300,11 @@ _GELU_C = float(np.sqrt(2 / np.pi))
 class GELU(Unary):
     """x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x**3))), the tanh form nnabla uses."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         (x,) = xs
         return (x / 2 * (1 + xp.tanh(_GELU_C * (x + 0.044715 * x ** 3))),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x,), (gy,) = xs, gys
         t = xp.tanh(_GELU_C * (x + 0.044715 * x ** 3))
         inner = _GELU_C * (1 + 3 * 0.044715 * x * x)
@@ -320,11 +320,11 @@ def gelu(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class Mish(Unary):
     """x * tanh(softplus(x))."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         (x,) = xs
         return (x * xp.tanh(_softplus(xp, x)),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x,), (gy,) = xs, gys
         t = xp.tanh(_softplus(xp, x))
         return (gy * (t + x * (1 - t * t) * logistic(xp, x)),)
@@ -339,11 +339,11 @@ def mish(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class Swish(Unary):
     """x * sigmoid(x)."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         (x,) = xs
         return (x * logistic(xp, x),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x,), (gy,) = xs, gys
         s = logistic(xp, x)
         return (gy * s * (1 + x * (1 - s)),)
@@ -361,16 +361,16 @@ class Softplus(Unary):
     def __init__(self, beta: float):
         self.beta = float(beta)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         if self.beta == 0:
             raise self.error("beta must not be 0: softplus is log(1 + exp(beta x)) / beta; "
                              "give a non-zero beta (1.0 is the usual)")
-        return super().setup(inputs)
+        return super().output_specs(inputs)
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (_softplus(xp, self.beta * xs[0]) / self.beta,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] * logistic(xp, self.beta * xs[0]),)
 
 
@@ -383,11 +383,11 @@ def softplus(x: Variable, beta: float = 1.0, n_outputs: int = -1, outputs=None) 
 class Softsign(Unary):
     """x / (1 + |x|)."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         (x,) = xs
         return (x / (1 + xp.abs(x)),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         d = 1 + xp.abs(xs[0])
         return (gys[0] / (d * d),)
 
@@ -401,10 +401,10 @@ def softsign(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class LogSigmoid(Unary):
     """log(sigmoid(x)) = -softplus(-x), computed without overflow."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (-_softplus(xp, -xs[0]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] * logistic(xp, -xs[0]),)
 
 
@@ -417,10 +417,10 @@ def log_sigmoid(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class HardSigmoid(Unary):
     """clip(0.2 x + 0.5, 0, 1); the gradient 0.2 passes where |x| < 2.5."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.clip(0.2 * xs[0] + 0.5, 0, 1),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x,) = xs
         return (gys[0] * (xp.abs(x) < 2.5) * 0.2,)
 
@@ -434,10 +434,10 @@ def hard_sigmoid(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class HardTanh(Unary):
     """clip(x, -1, 1); the gradient passes where |x| < 1."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.clip(xs[0], -1, 1),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] * (xp.abs(xs[0]) < 1),)
 
 
@@ -450,11 +450,11 @@ def hard_tanh(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class TanhShrink(Unary):
     """x - tanh(x); its gradient is tanh(x)**2."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         (x,) = xs
         return (x - xp.tanh(x),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         t = xp.tanh(xs[0])
         return (gys[0] * t * t,)
 
@@ -472,7 +472,7 @@ class PReLU(Function):
     def __init__(self, base_axis: int):
         self.base_axis = base_axis
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         x, w = inputs
         self.base_axis = base_axis_of(self, self.base_axis, x.ndim)
         channels = x.shape[self.base_axis]
@@ -487,12 +487,12 @@ class PReLU(Function):
                              f"shape {w.shape}; change the slope or base_axis")
         return [(x.shape, np.result_type(x.dtype, w.dtype))]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x, w = xs
         w = w.reshape(self.view)
         return (xp.where(x > 0, x, w * x),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x, w), (gy,) = xs, gys
         below = x <= 0
         gx = xp.where(below, w.reshape(self.view) * gy, gy) if need_grads[0] else None

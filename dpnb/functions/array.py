@@ -27,7 +27,7 @@ class Reshape(Function):
         self.shape = tuple(int(s) for s in shape)
         self.inplace = inplace
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         if self.shape.count(-1) > 1 or any(s < -1 for s in self.shape):
             raise self.error(f"shape may hold non-negative sizes and at most one -1, got {self.shape}")
@@ -44,11 +44,11 @@ class Reshape(Function):
         self.in_shape, self.out_shape = x.shape, shape
         return [(shape, x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         y = xs[0].reshape(self.out_shape)
         return (y if self.inplace else y.copy(),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0].reshape(self.in_shape),)
 
 
@@ -67,7 +67,7 @@ class Transpose(Function):
     def __init__(self, axes: Sequence[int]):
         self.axes = tuple(int(a) for a in axes)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         if sorted(self.axes) != list(range(x.ndim)):
             raise self.error(f"axes must be a permutation of 0..{x.ndim - 1} for an input of "
@@ -75,10 +75,10 @@ class Transpose(Function):
         self.inverse = tuple(int(a) for a in np.argsort(self.axes))
         return [(tuple(x.shape[a] for a in self.axes), x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.ascontiguousarray(xs[0].transpose(self.axes)),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0].transpose(self.inverse),)
 
 
@@ -96,7 +96,7 @@ class Concatenate(Function):
     def __init__(self, axis: int | None):
         self.axis = axis
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         if not inputs:
             raise self.error("needs at least one input variable")
         first = inputs[0].shape
@@ -111,10 +111,10 @@ class Concatenate(Function):
         shape = first[:self.axis] + (sum(sizes),) + first[self.axis + 1:]
         return [(shape, np.result_type(*[x.dtype for x in inputs]))]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.concatenate(xs, axis=self.axis),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return tuple(xp.split(gys[0], self.offsets, axis=self.axis))
 
 
@@ -132,7 +132,7 @@ class Slice(Function):
     def __init__(self, start, stop, step):
         self.start, self.stop, self.step = start, stop, step
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         given = [len(v) for v in (self.start, self.stop, self.step) if v is not None]
         n = given[0] if given else x.ndim
@@ -153,10 +153,10 @@ class Slice(Function):
         shape = tuple(len(range(*s.indices(size))) for s, size in zip(self.index, x.shape))
         return [(shape, x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xs[0][self.index].copy(),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (gy,) = gys
         gx = xp.zeros(self.in_shape, gy.dtype)
         gx[self.index] = gy
@@ -179,10 +179,10 @@ class Identity(Unary):
 
     grad_depends_on_inputs = False
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xs[0].copy(),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0],)
 
 
@@ -194,24 +194,26 @@ def identity(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 
 class Sink(Function):
     """A dummy end of several graphs: forward does nothing; backward gives each
-    input a gradient of ones, or (``one_input_grad=False``) the gradient it holds."""
+    input a gradient of ones, or (``one_input_grad=False``) the gradient it holds.
+    Its inputs are the results asked for: forward never frees them, as in nnabla."""
 
     grad_depends_on_inputs = False
+    keeps_inputs = True
 
     def __init__(self, one_input_grad: bool):
         self.one_input_grad = bool(one_input_grad)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         if not inputs:
             raise self.error("needs at least one input variable, got none; pass the variables "
                              "to join, e.g. F.sink(loss1, loss2)")
         self.dtype = self.context.dtype
         return [((), self.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.zeros((), self.dtype),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         if self.one_input_grad:
             return tuple(xp.ones(x.shape, x.dtype) if need else None
                          for x, need in zip(self.inputs, need_grads))
@@ -234,7 +236,7 @@ class Stack(Function):
     def __init__(self, axis: int):
         self.axis = axis
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         if not inputs:
             raise self.error("needs at least one input variable, got none")
         first = inputs[0].shape
@@ -246,10 +248,10 @@ class Stack(Function):
         shape = first[:self.axis] + (len(inputs),) + first[self.axis:]
         return [(shape, np.result_type(*[x.dtype for x in inputs]))]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.stack(xs, axis=self.axis),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return tuple(xp.take(gys[0], i, axis=self.axis) for i in range(len(need_grads)))
 
 
@@ -267,16 +269,16 @@ class Split(Function):
     def __init__(self, axis: int):
         self.axis = axis
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         self.axis = one_axis(self, self.axis, x.ndim)
         shape = x.shape[:self.axis] + x.shape[self.axis + 1:]
         return [(shape, x.dtype)] * x.shape[self.axis]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return tuple(xp.take(xs[0], i, axis=self.axis) for i in range(xs[0].shape[self.axis]))
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (xp.stack(gys, axis=self.axis),)
 
 
@@ -322,7 +324,7 @@ class Pad(Function):
     def __init__(self, pad_width: Sequence[int], mode: str, constant_value: float):
         self.pad_width, self.mode, self.constant_value = pad_width, mode, constant_value
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         width = tuple(self.pad_width) if isinstance(self.pad_width, (tuple, list)) else None
         if width is None or len(width) % 2 or len(width) > 2 * x.ndim or not all(
@@ -346,7 +348,7 @@ class Pad(Function):
         shape = tuple(s + b + a for s, (b, a) in zip(x.shape, self.pairs))
         return [(shape, x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         (x,) = xs
         if self.mode == "constant":
             return (xp.pad(x, self.pairs, mode="constant", constant_values=self.constant_value),)
@@ -355,7 +357,7 @@ class Pad(Function):
                 x = _along(xp, x, axis, index)
         return (x,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (g,) = gys
         if self.mode == "constant":
             return (g[tuple(builtins.slice(b, b + s) for s, (b, _) in
@@ -382,7 +384,7 @@ class Tile(Function):
     def __init__(self, reps):
         self.reps = reps
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         reps = tuple(self.reps) if isinstance(self.reps, (tuple, list)) else (self.reps,)
         if not all(isinstance(r, (int, np.integer)) and r >= 0 for r in reps):
@@ -393,10 +395,10 @@ class Tile(Function):
         self.x_shape = x.shape
         return [(tuple(s * r for s, r in zip(self.in_shape, self.reps)), x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.tile(xs[0].reshape(self.in_shape), self.reps),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         split = tuple(v for pair in zip(self.reps, self.in_shape) for v in pair)
         g = gys[0].reshape(split).sum(axis=tuple(range(0, 2 * len(self.reps), 2)))
         return (g.reshape(self.x_shape),)
@@ -417,7 +419,7 @@ class Broadcast(Function):
     def __init__(self, shape: Sequence[int]):
         self.shape = shape
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         shape = shape_of(self, self.shape)
         if len(shape) < x.ndim or not all(
@@ -427,10 +429,10 @@ class Broadcast(Function):
         self.in_shape, self.out_shape = x.shape, shape
         return [(shape, x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.broadcast_to(xs[0], self.out_shape).copy(),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (sum_to(gys[0], self.in_shape),)
 
 
@@ -450,7 +452,7 @@ class BroadcastTo(Function):
     def __init__(self, axis: int | None):
         self.axis = axis
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         x, y = inputs
         if y.ndim > x.ndim:
             raise self.error(f"y of shape {y.shape} has more axes than x of shape {x.shape}")
@@ -463,10 +465,10 @@ class BroadcastTo(Function):
         self.y_shape, self.x_shape = y.shape, x.shape
         return [(x.shape, y.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.broadcast_to(xs[1].reshape(self.kept), self.x_shape).copy(),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (None, sum_to(gys[0], self.kept).reshape(self.y_shape))
 
 
@@ -486,15 +488,15 @@ class Flip(Function):
     def __init__(self, axes):
         self.axes = axes
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         self.axes = axes_of(self, [x.ndim - 1] if self.axes is None else self.axes, x.ndim)
         return [(x.shape, x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.flip(xs[0], self.axes).copy(),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (xp.flip(gys[0], self.axes),)
 
 
@@ -515,7 +517,7 @@ class Shift(Function):
     def __init__(self, shifts, border_mode: str):
         self.shifts, self.border_mode = shifts, border_mode
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         shifts = (0,) * x.ndim if self.shifts is None else self.shifts
         if not isinstance(shifts, (tuple, list)) or len(shifts) > x.ndim or not all(
@@ -535,14 +537,14 @@ class Shift(Function):
                               else _reflected(source, size, True))
         return [(x.shape, x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x = xs[0]
         for axis, index in enumerate(self.index):
             if index is not None:
                 x = _along(xp, x, axis, index)
         return (x if x is not xs[0] else x.copy(),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         g = gys[0]
         for axis in reversed(range(len(self.index))):
             if self.index[axis] is not None:
@@ -568,11 +570,11 @@ class Generated(Function):
         self.values = values
         self.type_name, self.args = type_name, args
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         self.dtype = self.context.dtype
         return [(self.values.shape, self.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.asarray(self.values, dtype=self.dtype),)
 
 
@@ -614,7 +616,7 @@ class EyeLike(Function):
     def __init__(self, k: int):
         self.k = k
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         if x.ndim != 2:
             raise self.error(f"needs a 2-D input, got shape {x.shape}")
@@ -622,11 +624,11 @@ class EyeLike(Function):
             raise self.error(f"k must be an int, got {self.k!r}")
         return [(x.shape, x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         rows, cols = xs[0].shape
         return (xp.eye(rows, cols, int(self.k), dtype=xs[0].dtype),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (None,)
 
 
@@ -641,18 +643,18 @@ class MatrixDiag(Function):
 
     grad_depends_on_inputs = False
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         if x.ndim < 1:
             raise self.error("needs an input of at least 1 dimension, got a scalar")
         return [(x.shape + x.shape[-1:], x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         (x,) = xs
         n = x.shape[-1]
         return (x[..., None] * xp.eye(n, dtype=x.dtype),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (xp.diagonal(gys[0], axis1=-2, axis2=-1).copy(),)
 
 
@@ -667,16 +669,16 @@ class MatrixDiagPart(Function):
 
     grad_depends_on_inputs = False
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
             raise self.error(f"needs square matrices on the last two axes, got shape {x.shape}")
         return [(x.shape[:-1], x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.diagonal(xs[0], axis1=-2, axis2=-1).copy(),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (g,) = gys
         return (g[..., None] * xp.eye(g.shape[-1], dtype=g.dtype),)
 
@@ -696,7 +698,7 @@ class Meshgrid(Function):
     def __init__(self, ij_indexing: bool):
         self.ij = bool(ij_indexing)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         if not inputs:
             raise self.error("needs at least one input variable, got none")
         for i, x in enumerate(inputs):
@@ -710,12 +712,12 @@ class Meshgrid(Function):
         self.shape = tuple(sizes)
         return [(self.shape, x.dtype) for x in inputs]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         ndim = len(self.shape)
         return tuple(xp.broadcast_to(x.reshape([-1 if a == axis else 1 for a in range(ndim)]),
                                      self.shape).copy() for x, axis in zip(xs, self.axis_of))
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         ndim = len(self.shape)
         return tuple(g.sum(axis=tuple(a for a in range(ndim) if a != axis))
                      for g, axis in zip(gys, self.axis_of))
@@ -733,13 +735,13 @@ class NonZero(Function):
 
     differentiable = False
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         count = int((x.d != 0).sum()) if x.data.allocated else 0
         self.ndim = x.ndim
         return [((x.ndim, count), np.dtype(np.uint64))]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         (x,) = xs
         if self.ndim:
             where = xp.stack(xp.nonzero(x))
@@ -765,7 +767,7 @@ class Trilu(Function):
     def __init__(self, k: int, upper: bool):
         self.k, self.upper = k, bool(upper)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         if x.ndim < 2:
             raise self.error(f"needs matrices on the last two axes, got shape {x.shape}")
@@ -776,10 +778,10 @@ class Trilu(Function):
         self.mask = band >= self.k if self.upper else band <= self.k
         return [(x.shape, x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.where(xp.asarray(self.mask), xs[0], 0).astype(xs[0].dtype, copy=False),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (xp.where(xp.asarray(self.mask), gys[0], 0).astype(gys[0].dtype, copy=False),)
 
 
@@ -796,10 +798,10 @@ class Unlink(Unary):
 
     grad_depends_on_inputs = False
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xs[0].copy(),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (None,)
 
 
@@ -815,19 +817,19 @@ class Assign(Function):
 
     grad_depends_on_inputs = False
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         dst, src = inputs
         if dst.shape != src.shape:
             raise self.error(f"dst of shape {dst.shape} and src of shape {src.shape} must have "
                              "one shape")
         return [(dst.shape, dst.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         dst, src = xs
         dst[...] = src
         return (dst.copy(),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0], None)
 
 
@@ -847,7 +849,7 @@ class Shape(Function):
     def __init__(self, start: int | None, end: int | None):
         self.start, self.end = start, end
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         for name, value in (("start", self.start), ("end", self.end)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
@@ -858,7 +860,7 @@ class Shape(Function):
         self.dtype = self.context.dtype
         return [((len(self.values),), self.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.asarray(self.values, dtype=self.dtype),)
 
 

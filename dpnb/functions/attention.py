@@ -37,20 +37,20 @@ class AppendKey(Function):
 
     grad_depends_on_inputs = False
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         x, bias = inputs
         self.bias_shape = bias.shape
         length, batch, embed = x.shape
         return [((length + 1, batch, embed), x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x, bias = xs
         y = xp.empty((x.shape[0] + 1,) + x.shape[1:], x.dtype)
         y[:-1] = x
         y[-1] = bias.reshape(1, -1)
         return (y,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         g = gys[0]
         gx = g[:-1].copy() if need_grads[0] else None
         gb = g[-1].sum(axis=0).reshape(self.bias_shape) if need_grads[1] else None
@@ -74,14 +74,14 @@ class AttentionWeights(Function):
         self.has_padding = has_padding
         self.extra = extra
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         q, k = inputs[0], inputs[1]
         batch, heads = q.shape[1], self.num_heads
         self.scores_shape = (batch, heads, q.shape[0], k.shape[0])
         self.masked = k.shape[0] - self.extra
         return [((batch * heads, q.shape[0], k.shape[0]), q.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         q, k = _heads(xs[0] * self.scale, self.num_heads), _heads(xs[1], self.num_heads)
         s = xp.matmul(q, k.swapaxes(-1, -2))
         n = self.masked
@@ -97,7 +97,7 @@ class AttentionWeights(Function):
         s /= s.sum(axis=-1, keepdims=True)
         return (s.reshape(-1, s.shape[2], s.shape[3]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         w = ys[0].reshape(self.scores_shape)
         g = gys[0].reshape(self.scores_shape)
         gs = g * w
@@ -122,16 +122,16 @@ class AttentionOutput(Function):
     def __init__(self, num_heads: int):
         self.num_heads = num_heads
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         w, v = inputs
         self.weights_shape = (v.shape[1], self.num_heads) + w.shape[1:]
         return [((w.shape[1],) + v.shape[1:], np.result_type(w.dtype, v.dtype))]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         w = xs[0].reshape(self.weights_shape)
         return (_unheads(xp.matmul(w, _heads(xs[1], self.num_heads))),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         w = xs[0].reshape(self.weights_shape)
         v = _heads(xs[1], self.num_heads)
         g = _heads(gys[0], self.num_heads)

@@ -165,14 +165,14 @@ class Unary(Function):
     A subclass writes ``forward`` and ``backward`` only, e.g.::
 
         class Sin(Unary):
-            def forward(self, xp, xs):
+            def forward_arrays(self, xp, xs):
                 return (xp.sin(xs[0]),)
 
-            def backward(self, xp, xs, ys, gys, need_grads):
+            def backward_arrays(self, xp, xs, ys, gys, need_grads):
                 return (gys[0] * xp.cos(xs[0]),)
     """
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         return [(x.shape, x.dtype)]
 
@@ -180,7 +180,7 @@ class Unary(Function):
 class Binary(Function):
     """Base of the elementwise functions of two variables, with NumPy broadcasting."""
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         a, b = inputs
         self.shapes = (a.shape, b.shape)
         return [(broadcast_shape(self, a.shape, b.shape), np.result_type(a.dtype, b.dtype))]
@@ -197,7 +197,7 @@ class Scalar(Function):
     def __init__(self, val: float):
         self.val = val
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         if not np.isscalar(self.val) or isinstance(self.val, (str, bytes)):
             raise self.error(f"val must be a number, got {type(self.val).__name__}; "
@@ -213,7 +213,7 @@ class Reduction(Function):
         self.axis = axis
         self.keepdims = bool(keepdims)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         self.axes = axes_of(self, self.axis, x.ndim, "axis")
         self.in_shape = x.shape

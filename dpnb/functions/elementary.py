@@ -21,10 +21,10 @@ class Exp(Unary):
     grad_depends_on_inputs = False
     grad_depends_on_outputs = True
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.exp(xs[0]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] * ys[0],)
 
 
@@ -37,10 +37,10 @@ def exp(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class Log(Unary):
     """Natural logarithm."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.log(xs[0]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] / xs[0],)
 
 
@@ -53,10 +53,10 @@ def log(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class Abs(Unary):
     """|x|; at 0 the gradient is +1, as in nnabla."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.abs(xs[0]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (xp.where(xs[0] >= 0, gys[0], -gys[0]),)
 
 
@@ -69,10 +69,10 @@ def abs(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class Sin(Unary):
     """sin(x)."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.sin(xs[0]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] * xp.cos(xs[0]),)
 
 
@@ -85,10 +85,10 @@ def sin(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class Cos(Unary):
     """cos(x)."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.cos(xs[0]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (-gys[0] * xp.sin(xs[0]),)
 
 
@@ -104,10 +104,10 @@ class Tan(Unary):
     grad_depends_on_inputs = False
     grad_depends_on_outputs = True
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.tan(xs[0]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] * (1 + ys[0] * ys[0]),)
 
 
@@ -120,10 +120,10 @@ def tan(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class ASin(Unary):
     """arcsin(x), for |x| <= 1."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.arcsin(xs[0]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] / xp.sqrt(1 - xs[0] * xs[0]),)
 
 
@@ -136,10 +136,10 @@ def asin(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class ACos(Unary):
     """arccos(x), for |x| <= 1."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.arccos(xs[0]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (-gys[0] / xp.sqrt(1 - xs[0] * xs[0]),)
 
 
@@ -152,10 +152,10 @@ def acos(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class ATan(Unary):
     """arctan(x)."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.arctan(xs[0]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] / (1 + xs[0] * xs[0]),)
 
 
@@ -168,10 +168,10 @@ def atan(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class Sinh(Unary):
     """sinh(x)."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.sinh(xs[0]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] * xp.cosh(xs[0]),)
 
 
@@ -184,10 +184,10 @@ def sinh(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class Cosh(Unary):
     """cosh(x)."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.cosh(xs[0]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] * xp.sinh(xs[0]),)
 
 
@@ -200,10 +200,10 @@ def cosh(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class ASinh(Unary):
     """arsinh(x)."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.arcsinh(xs[0]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] / xp.sqrt(xs[0] * xs[0] + 1),)
 
 
@@ -216,10 +216,10 @@ def asinh(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class ACosh(Unary):
     """arcosh(x), for x >= 1."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.arccosh(xs[0]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] / xp.sqrt(xs[0] * xs[0] - 1),)
 
 
@@ -232,10 +232,10 @@ def acosh(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class ATanh(Unary):
     """artanh(x), for |x| < 1."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.arctanh(xs[0]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] / (1 - xs[0] * xs[0]),)
 
 
@@ -248,13 +248,13 @@ def atanh(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class Sinc(Unary):
     """sin(x) / x (unnormalised, unlike numpy.sinc), 1 at x = 0 where the gradient is 0."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         (x,) = xs
         zero = x == 0
         safe = xp.where(zero, 1, x)
         return (xp.where(zero, 1, xp.sin(safe) / safe),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x,) = xs
         zero = x == 0
         safe = xp.where(zero, 1, x)
@@ -299,10 +299,10 @@ def _erf(xp, x):
 class Erf(Unary):
     """The error function 2/sqrt(pi) int_0^x exp(-t^2) dt."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (_erf(xp, xs[0]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x,) = xs
         return (gys[0] * (2 / math.sqrt(math.pi)) * xp.exp(-x * x),)
 
@@ -319,14 +319,14 @@ class _StraightThrough(Unary):
 
     grad_depends_on_inputs = False
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0],)
 
 
 class Floor(_StraightThrough):
     """The largest integer <= x."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.floor(xs[0]),)
 
 
@@ -339,7 +339,7 @@ def floor(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class Ceil(_StraightThrough):
     """The smallest integer >= x."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.ceil(xs[0]),)
 
 
@@ -352,7 +352,7 @@ def ceil(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class Round(_StraightThrough):
     """The nearest integer, halves away from zero (C's round, not NumPy's to-even)."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         (x,) = xs
         whole = xp.trunc(x)
         return (xp.where(xp.abs(x - whole) >= 0.5, whole + xp.sign(x), whole),)
@@ -370,7 +370,7 @@ class Sign(_StraightThrough):
     def __init__(self, alpha: float):
         self.alpha = float(alpha)
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         (x,) = xs
         return (xp.where(x > 0, 1, xp.where(x < 0, -1, self.alpha)).astype(x.dtype),)
 

@@ -63,7 +63,7 @@ class Gather(Function):
     def __init__(self, axis: int, batch_dims: int):
         self.axis, self.batch_dims = axis, batch_dims
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         x, idx = inputs
         _int_input(self, idx, "Indices")
         b = self.batch_dims
@@ -98,7 +98,7 @@ class Gather(Function):
                  + tuple(range(1 + k + len(before), 1 + k + len(before) + len(after))))
         return moved, order
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x, idx = xs
         n, batch, index = self._layout(xp, idx)
         moved, order = self._moved(n)
@@ -106,7 +106,7 @@ class Gather(Function):
         picked = xt[batch, index]
         return (xp.ascontiguousarray(picked.transpose(order)).reshape(self.outputs[0].shape),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         if not need_grads[0]:
             return (None, None)
         n, batch, index = self._layout(xp, xs[1])
@@ -131,7 +131,7 @@ class GatherNd(Function):
     """Elements or slices of ``x`` at the index tuples held along the first axis of
     ``indices`` (M of them for the first M axes; negative ones count from the end)."""
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         x, idx = inputs
         _int_input(self, idx, "indices")
         if idx.ndim < 1 or not 1 <= idx.shape[0] <= x.ndim:
@@ -144,11 +144,11 @@ class GatherNd(Function):
         return tuple(_checked(self, xp, idx[m], self.x_shape[m], f"axis {m}", negative=True)
                      for m in range(self.m))
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x, idx = xs
         return (x[self._where(xp, idx)],)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         if not need_grads[0]:
             return (None, None)
         gx = xp.zeros(self.x_shape, gys[0].dtype)
@@ -169,7 +169,7 @@ class ScatterNd(Function):
     def __init__(self, shape: tuple[int, ...], add: bool, has_out: bool):
         self.shape, self.add, self.has_out = shape, bool(add), has_out
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         data, idx = inputs[:2]
         _int_input(self, idx, "indices")
         if idx.ndim < 1 or not 1 <= idx.shape[0] <= len(self.shape):
@@ -195,7 +195,7 @@ class ScatterNd(Function):
                                  "them, or make the destinations distinct")
         return where
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         data, idx = xs[:2]
         where = self._where(xp, idx)
         y = xs[2].copy() if self.has_out else xp.zeros(self.shape, data.dtype)
@@ -207,7 +207,7 @@ class ScatterNd(Function):
             xs[2][...] = y
         return (y,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (g,) = gys
         where = self._where(xp, xs[1])
         gdata = g[where] if need_grads[0] else None
@@ -242,7 +242,7 @@ class ScatterAdd(Function):
     def __init__(self, axis: int):
         self.axis = axis
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         x0, idx, x1 = inputs
         _int_input(self, idx, "indices")
         if not x0.ndim == idx.ndim == x1.ndim:
@@ -266,13 +266,13 @@ class ScatterAdd(Function):
     def _part(self):
         return tuple(slice(0, s) for s in self.i_shape)
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x0, idx, x1 = xs
         y = x0.astype(self.outputs[0].dtype, copy=True)
         _add_at(xp, y, self._where(xp, idx), x1[self._part()])
         return (y,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (g,) = gys
         g1 = None
         if need_grads[2]:
@@ -294,7 +294,7 @@ class OneHot(Function):
     def __init__(self, shape: Sequence[int]):
         self.shape = shape
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         _int_input(self, x, "x")
         self.shape = shape_of(self, self.shape)
@@ -304,7 +304,7 @@ class OneHot(Function):
         self.dtype = self.context.dtype
         return [(x.shape[:-1] + self.shape, self.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         (x,) = xs
         where = tuple(_checked(self, xp, x[..., d], n, f"axis {d} of shape {self.shape}")
                       for d, n in enumerate(self.shape))
@@ -326,7 +326,7 @@ def one_hot(x: Variable, shape: Sequence[int], n_outputs: int = -1, outputs=None
 class Embed(Function):
     """Rows of the table ``w`` looked up by integer ids; the gradient adds up in ``w``."""
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         x, w = inputs
         _int_input(self, x, "x0")
         if w.ndim < 1:
@@ -337,11 +337,11 @@ class Embed(Function):
     def _ids(self, xp, x):
         return _checked(self, xp, x, self.w_shape[0], "the rows of w")
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x, w = xs
         return (w[self._ids(xp, x)],)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         if not need_grads[1]:
             return (None, None)
         gw = xp.zeros(self.w_shape, gys[0].dtype)
@@ -376,7 +376,7 @@ class BoolFill(Function):
     def __init__(self, value: float):
         self.value = value
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         data, mask = inputs
         _mask_input(self, mask)
         if not np.isscalar(self.value) or isinstance(self.value, (str, bytes)):
@@ -391,11 +391,11 @@ class BoolFill(Function):
                              "to repeat it along")
         return [(data.shape, data.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         data, mask = xs
         return (xp.where(mask != 0, xp.asarray(self.value, data.dtype), data),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         g = gys[0] * (xs[1] == 0) if need_grads[0] else None
         return (g, None)
 
@@ -412,7 +412,7 @@ class BoolGather(Function):
     and flattened as nnabla's: shape (nnz,) or (nnz, size of the rest); the output takes
     its length from each forward."""
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         x, mask = inputs
         _leading_mask(self, mask, x.shape, "input")
         rest = x.shape[mask.ndim:]
@@ -420,14 +420,14 @@ class BoolGather(Function):
         count = int((mask.d != 0).sum()) if mask.data.allocated else 0
         return [((count,) + self.rest, x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x, mask = xs
         y = x[mask != 0].reshape((-1,) + self.rest)
         if y.shape != self.outputs[0].shape:  # the count is known only now
             self.outputs[0].data.reset_shape(y.shape, force=True)
         return (y,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         if not need_grads[0]:
             return (None, None)
         g = xp.zeros(self.in_shape, gys[0].dtype)
@@ -451,7 +451,7 @@ class BoolScatter(Function):
     def __init__(self, has_output: bool):
         self.has_output = has_output
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         x, mask = inputs[:2]
         _mask_input(self, mask)
         if x.ndim < 1:
@@ -471,7 +471,7 @@ class BoolScatter(Function):
                              "entries; give one row per non-zero entry")
         return where
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x, mask = xs[:2]
         where = self._where(xp, x, mask)
         y = xs[2].copy() if self.has_output else xp.zeros(self.out_shape, x.dtype)
@@ -480,7 +480,7 @@ class BoolScatter(Function):
             xs[2][...] = y
         return (y,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (g,) = gys
         where = self._where(xp, xs[0], xs[1])
         grads = [g[where] if need_grads[0] else None, None]

@@ -39,18 +39,18 @@ class BatchInv(_Batched):
     grad_depends_on_inputs = False
     grad_depends_on_outputs = True
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         return [(self.square(x), x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         try:
             return (xp.linalg.inv(xs[0]),)
         except np.linalg.LinAlgError:
             raise self.error("a matrix of the batch is singular; only invertible matrices have "
                              "an inverse") from None
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         yt = _t(ys[0])
         return (-(yt @ gys[0] @ yt),)
 
@@ -66,14 +66,14 @@ class BatchDet(_Batched):
 
     grad_depends_on_outputs = True
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         return [(self.square(x)[:1], x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.linalg.det(xs[0]).astype(xs[0].dtype, copy=False),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         scale = (gys[0] * ys[0])[:, None, None]
         return (scale * _t(xp.linalg.inv(xs[0])),)
 
@@ -87,14 +87,14 @@ def batch_det(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class BatchLogdet(_Batched):
     """log |det| of each matrix, shape (B,)."""
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         return [(self.square(x)[:1], x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.linalg.slogdet(xs[0])[1].astype(xs[0].dtype, copy=False),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0][:, None, None] * _t(xp.linalg.inv(xs[0])),)
 
 
@@ -115,11 +115,11 @@ class BatchCholesky(_Batched):
     def __init__(self, upper: bool):
         self.upper = bool(upper)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         return [(self.square(x), x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         try:
             lower = xp.linalg.cholesky(xs[0])
         except np.linalg.LinAlgError:
@@ -127,7 +127,7 @@ class BatchCholesky(_Batched):
                              "factor needs symmetric positive definite matrices") from None
         return (_t(lower).copy() if self.upper else lower,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         lower, g = (_t(ys[0]), _t(gys[0])) if self.upper else (ys[0], gys[0])
         phi = xp.tril(_t(lower) @ g)
         n = phi.shape[-1]
@@ -152,7 +152,7 @@ class BatchMatmul(Function):
     def __init__(self, transpose_a: bool, transpose_b: bool):
         self.ta, self.tb = bool(transpose_a), bool(transpose_b)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         a, b = inputs
         if a.ndim < 3 or a.ndim != b.ndim:
             raise self.error(f"needs two inputs of one number (>= 3) of dimensions, got shapes "
@@ -170,11 +170,11 @@ class BatchMatmul(Function):
     def _t(xp, a, flag: bool):
         return xp.swapaxes(a, -1, -2) if flag else a
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         a, b = xs
         return (xp.matmul(self._t(xp, a, self.ta), self._t(xp, b, self.tb)),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (a, b), (g,) = xs, gys
         ga = gb = None
         if need_grads[0]:
@@ -284,7 +284,7 @@ class Einsum(Function):
     def __init__(self, equation: str):
         self.equation = equation
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         if not inputs:
             raise self.error("needs at least one input variable, got none")
         shapes = [x.shape for x in inputs]
@@ -303,10 +303,10 @@ class Einsum(Function):
     def _spec(self, terms, out: str) -> str:
         return ",".join(terms) + "->" + out
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.einsum(self._spec(self.terms, self.out), *xs),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         grads = []
         for i, need in enumerate(need_grads):
             if not need:

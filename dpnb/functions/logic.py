@@ -31,8 +31,8 @@ class _Test:
 
     differentiable = False
 
-    def setup(self, inputs):
-        ((shape, _),) = super().setup(inputs)
+    def output_specs(self, inputs):
+        ((shape, _),) = super().output_specs(inputs)
         self.dtype = _float_dtype(self, [x.dtype for x in inputs])
         return [(shape, self.dtype)]
 
@@ -56,7 +56,7 @@ class _UnaryTest(_Test, Unary):
 class Equal(_BinaryTest):
     """0/1: x0 == x1."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return self.result(xs[0] == xs[1])
 
 
@@ -69,7 +69,7 @@ def equal(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -> Vari
 class NotEqual(_BinaryTest):
     """0/1: x0 != x1."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return self.result(xs[0] != xs[1])
 
 
@@ -82,7 +82,7 @@ def not_equal(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -> 
 class Greater(_BinaryTest):
     """0/1: x0 > x1."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return self.result(xs[0] > xs[1])
 
 
@@ -95,7 +95,7 @@ def greater(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -> Va
 class GreaterEqual(_BinaryTest):
     """0/1: x0 >= x1."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return self.result(xs[0] >= xs[1])
 
 
@@ -108,7 +108,7 @@ def greater_equal(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None)
 class Less(_BinaryTest):
     """0/1: x0 < x1."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return self.result(xs[0] < xs[1])
 
 
@@ -121,7 +121,7 @@ def less(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -> Varia
 class LessEqual(_BinaryTest):
     """0/1: x0 <= x1."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return self.result(xs[0] <= xs[1])
 
 
@@ -134,7 +134,7 @@ def less_equal(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) ->
 class EqualScalar(_ScalarTest):
     """0/1: x0 == val."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return self.result(xs[0] == self.val)
 
 
@@ -147,7 +147,7 @@ def equal_scalar(x0: Variable, val: float = 1, n_outputs: int = -1, outputs=None
 class NotEqualScalar(_ScalarTest):
     """0/1: x0 != val."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return self.result(xs[0] != self.val)
 
 
@@ -161,7 +161,7 @@ def not_equal_scalar(x0: Variable, val: float = 1, n_outputs: int = -1,
 class GreaterScalar(_ScalarTest):
     """0/1: x0 > val."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return self.result(xs[0] > self.val)
 
 
@@ -175,7 +175,7 @@ def greater_scalar(x0: Variable, val: float = 1, n_outputs: int = -1,
 class GreaterEqualScalar(_ScalarTest):
     """0/1: x0 >= val."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return self.result(xs[0] >= self.val)
 
 
@@ -189,7 +189,7 @@ def greater_equal_scalar(x0: Variable, val: float = 1, n_outputs: int = -1,
 class LessScalar(_ScalarTest):
     """0/1: x0 < val."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return self.result(xs[0] < self.val)
 
 
@@ -202,7 +202,7 @@ def less_scalar(x0: Variable, val: float = 1, n_outputs: int = -1, outputs=None)
 class LessEqualScalar(_ScalarTest):
     """0/1: x0 <= val."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return self.result(xs[0] <= self.val)
 
 
@@ -216,7 +216,7 @@ def less_equal_scalar(x0: Variable, val: float = 1, n_outputs: int = -1,
 class LogicalAnd(_BinaryTest):
     """0/1: x0 and x1 (nonzero is true)."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return self.result(xp.logical_and(xs[0], xs[1]))
 
 
@@ -229,7 +229,7 @@ def logical_and(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -
 class LogicalOr(_BinaryTest):
     """0/1: x0 or x1 (nonzero is true)."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return self.result(xp.logical_or(xs[0], xs[1]))
 
 
@@ -242,7 +242,7 @@ def logical_or(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) ->
 class LogicalXor(_BinaryTest):
     """0/1: x0 xor x1 (nonzero is true)."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return self.result(xp.logical_xor(xs[0], xs[1]))
 
 
@@ -255,7 +255,7 @@ def logical_xor(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -
 class LogicalAndScalar(_ScalarTest):
     """0/1: x0 and val."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return self.result(xp.logical_and(xs[0], bool(self.val)))
 
 
@@ -268,7 +268,7 @@ def logical_and_scalar(x0: Variable, val: bool, n_outputs: int = -1, outputs=Non
 class LogicalOrScalar(_ScalarTest):
     """0/1: x0 or val."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return self.result(xp.logical_or(xs[0], bool(self.val)))
 
 
@@ -281,7 +281,7 @@ def logical_or_scalar(x0: Variable, val: bool, n_outputs: int = -1, outputs=None
 class LogicalXorScalar(_ScalarTest):
     """0/1: x0 xor val."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return self.result(xp.logical_xor(xs[0], bool(self.val)))
 
 
@@ -294,7 +294,7 @@ def logical_xor_scalar(x0: Variable, val: bool, n_outputs: int = -1, outputs=Non
 class LogicalNot(_UnaryTest):
     """0/1: not x0 (x0 == 0)."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return self.result(xs[0] == 0)
 
 
@@ -307,7 +307,7 @@ def logical_not(x0: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class IsNaN(_UnaryTest):
     """0/1: x0 is NaN."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return self.result(xp.isnan(xs[0]))
 
 
@@ -320,7 +320,7 @@ def isnan(x0: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class IsInf(_UnaryTest):
     """0/1: x0 is infinite."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return self.result(xp.isinf(xs[0]))
 
 
@@ -335,7 +335,7 @@ class Where(Function):
     shape, which starts with condition's (condition spreads over the remaining axes,
     as nnabla does, rather than NumPy's trailing alignment); condition gets no gradient."""
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         condition, x_true, x_false = inputs
         if x_true.shape != x_false.shape:
             raise self.error(f"x_true and x_false must have one shape, got {x_true.shape} and "
@@ -348,11 +348,11 @@ class Where(Function):
         self.spread = condition.shape + (1,) * (x_true.ndim - condition.ndim)
         return [(x_true.shape, np.result_type(x_true.dtype, x_false.dtype))]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         condition, x_true, x_false = xs
         return (xp.where(condition.reshape(self.spread) != 0, x_true, x_false),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (gy,) = gys
         chosen = xs[0].reshape(self.spread) != 0
         return (None,

@@ -20,7 +20,7 @@ class _Labelled(Function):
     def __init__(self, axis: int | None):
         self.axis = axis
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         x, t = inputs
         self.axis = one_axis(self, self.axis, x.ndim)
         expected = x.shape[:self.axis] + (1,) + x.shape[self.axis + 1:]
@@ -46,12 +46,12 @@ class _Labelled(Function):
 class SoftmaxCrossEntropy(_Labelled):
     """-log softmax(x)[target] along an axis; the gradient goes to x only."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x, t = xs
         labels = self._labels(t, x.shape[self.axis])
         return (-xp.take_along_axis(log_softmax_of(xp, x, self.axis), labels, axis=self.axis),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x, t), (gy,) = xs, gys
         if not need_grads[0]:
             return (None, None)
@@ -79,13 +79,13 @@ class TopNError(_Labelled):
         super().__init__(axis)
         self.n = n
 
-    def setup(self, inputs):
-        specs = super().setup(inputs)
+    def output_specs(self, inputs):
+        specs = super().output_specs(inputs)
         if not isinstance(self.n, (int, np.integer)) or self.n < 1:
             raise self.error(f"n must be a positive int, got {self.n!r}")
         return specs
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x, t = xs
         labels = self._labels(t, x.shape[self.axis])
         score = xp.take_along_axis(x, labels, axis=self.axis)
@@ -105,17 +105,17 @@ class SigmoidCrossEntropy(Function):
     """Binary cross entropy of sigmoid(x) against targets in [0, 1], computed
     stably from x; the gradient goes to x only."""
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         x, t = inputs
         if t.shape != x.shape:
             raise self.error(f"target must have x's shape {x.shape}, got {t.shape}")
         return [(x.shape, x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x, t = xs
         return (xp.maximum(x, 0) - x * t + xp.log1p(xp.exp(-xp.abs(x))),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x, t), (gy,) = xs, gys
         if not need_grads[0]:
             return (None, None)
@@ -133,11 +133,11 @@ def sigmoid_cross_entropy(x: Variable, target: Variable,
 class SquaredError(Binary):
     """(x0 - x1) ** 2, with NumPy broadcasting."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         d = xs[0] - xs[1]
         return (d * d,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         g = 2 * gys[0] * (xs[0] - xs[1])
         return self.reduce_grads((g, -g if need_grads[1] else None), need_grads)
 
@@ -158,7 +158,7 @@ class _SameShape(Function):
 
     first, second = "x", "target"
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         a, b = inputs
         if a.shape != b.shape:
             raise self.error(f"{self.second} must have {self.first}'s shape {a.shape}, got "
@@ -170,12 +170,12 @@ class BinaryCrossEntropy(_SameShape):
     """-(t log x + (1 - t) log(1 - x)) for probabilities ``x``, with the logarithms'
     arguments floored at the dtype's smallest normal number; both inputs get gradients."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x, t = xs
         tiny = _tiny(x.dtype)
         return (-(t * xp.log(xp.maximum(x, tiny)) + (1 - t) * xp.log(xp.maximum(1 - x, tiny))),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x, t), (gy,) = xs, gys
         tiny = _tiny(x.dtype)
         gx = gy * (x - t) / xp.maximum(x * (1 - x), tiny) if need_grads[0] else None
@@ -196,13 +196,13 @@ class CategoricalCrossEntropy(_Labelled):
     """-log x[target] for probabilities ``x`` along an axis (floored at the smallest
     normal number); the gradient goes to x only."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x, t = xs
         labels = self._labels(t, x.shape[self.axis])
         picked = xp.take_along_axis(x, labels, axis=self.axis)
         return (-xp.log(xp.maximum(picked, _tiny(x.dtype))),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x, t), (gy,) = xs, gys
         if not need_grads[0]:
             return (None, None)
@@ -228,17 +228,17 @@ class HuberLoss(Binary):
     def __init__(self, delta: float):
         self.delta = float(delta)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         if self.delta <= 0:
             raise self.error(f"delta must be > 0, got {self.delta}")
-        return super().setup(inputs)
+        return super().output_specs(inputs)
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         d = xs[0] - xs[1]
         a = xp.abs(d)
         return (xp.where(a < self.delta, d * d, self.delta * (2 * a - self.delta)),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         d = xs[0] - xs[1]
         g = 2 * gys[0] * xp.clip(d, -self.delta, self.delta)
         return self.reduce_grads((g, -g if need_grads[1] else None), need_grads)
@@ -254,10 +254,10 @@ def huber_loss(x0: Variable, x1: Variable, delta: float = 1.0,
 class AbsoluteError(Binary):
     """|x0 - x1|, with NumPy broadcasting."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.abs(xs[0] - xs[1]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         g = gys[0] * xp.sign(xs[0] - xs[1])
         return self.reduce_grads((g, -g if need_grads[1] else None), need_grads)
 
@@ -274,15 +274,15 @@ class EpsilonInsensitiveLoss(Binary):
     def __init__(self, epsilon: float):
         self.epsilon = float(epsilon)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         if self.epsilon < 0:
             raise self.error(f"epsilon must be >= 0, got {self.epsilon}")
-        return super().setup(inputs)
+        return super().output_specs(inputs)
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.maximum(xp.abs(xs[0] - xs[1]) - self.epsilon, 0),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         d = xs[0] - xs[1]
         g = gys[0] * xp.sign(d) * (xp.abs(d) > self.epsilon)
         return self.reduce_grads((g, -g if need_grads[1] else None), need_grads)
@@ -305,7 +305,7 @@ class KLMultinomial(Function):
     def __init__(self, base_axis: int):
         self.base_axis = base_axis
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         p, q = inputs
         if p.shape != q.shape:
             raise self.error(f"q must have p's shape {p.shape}, got {q.shape}")
@@ -317,12 +317,12 @@ class KLMultinomial(Function):
     def _log_ratio(self, xp, p, q):
         return xp.log(p + self._EPS) - xp.log(q + self._EPS)
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         p, q = xs
         kl = (p * self._log_ratio(xp, p, q)).sum(axis=self.axes)
         return (kl.reshape(p.shape[:self.base_axis] + (1,)),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (p, q), (gy,) = xs, gys
         g = gy.reshape(self.kept)
         gp = g * (self._log_ratio(xp, p, q) + 1) if need_grads[0] else None
@@ -344,7 +344,7 @@ class BinaryError(_SameShape):
 
     differentiable = False
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x, t = xs
         return (((x >= 0.5) != (t >= 0.5)).astype(x.dtype),)
 
@@ -361,12 +361,12 @@ class ConfusionMatrix(_Labelled):
 
     differentiable = False
 
-    def setup(self, inputs):
-        super().setup(inputs)
+    def output_specs(self, inputs):
+        super().output_specs(inputs)
         self.classes = inputs[0].shape[self.axis]
         return [((self.classes,) * 2, np.dtype(np.int32))]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x, t = xs
         labels = self._labels(t, self.classes).reshape(-1)
         guess = x.argmax(axis=self.axis).reshape(-1)

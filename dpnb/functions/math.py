@@ -38,10 +38,10 @@ class Add2(Binary):
 
     grad_depends_on_inputs = False
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xs[0] + xs[1],)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (gy,) = gys
         return self.reduce_grads((gy, gy), need_grads)
 
@@ -69,10 +69,10 @@ class Sub2(Binary):
 
     grad_depends_on_inputs = False
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xs[0] - xs[1],)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (gy,) = gys
         return self.reduce_grads((gy, -gy if need_grads[1] else None), need_grads)
 
@@ -87,10 +87,10 @@ def sub2(x0: Variable, x1: Variable, inplace: bool = False, n_outputs: int = -1,
 class Mul2(Binary):
     """x0 * x1, with NumPy broadcasting."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xs[0] * xs[1],)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x0, x1), (gy,) = xs, gys
         g0 = gy * x1 if need_grads[0] else None
         g1 = gy * x0 if need_grads[1] else None
@@ -107,10 +107,10 @@ def mul2(x0: Variable, x1: Variable, inplace: bool = False, n_outputs: int = -1,
 class Div2(Binary):
     """x0 / x1, with NumPy broadcasting."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xs[0] / xs[1],)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x0, x1), (gy,) = xs, gys
         g0 = gy / x1 if need_grads[0] else None
         g1 = -gy * x0 / (x1 * x1) if need_grads[1] else None
@@ -129,10 +129,10 @@ class Pow2(Binary):
 
     grad_depends_on_outputs = True
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xs[0] ** xs[1],)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x0, x1), (y,), (gy,) = xs, ys, gys
         g0 = gy * x1 * x0 ** (x1 - 1) if need_grads[0] else None
         g1 = gy * y * xp.log(x0) if need_grads[1] else None
@@ -149,10 +149,10 @@ def pow2(x0: Variable, x1: Variable, inplace: bool = False, n_outputs: int = -1,
 class Atan2(Binary):
     """The angle of the point (x1, x0): arctan(x0 / x1) in the right quadrant."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.arctan2(xs[0], xs[1]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x0, x1), (gy,) = xs, gys
         scale = gy / (x0 * x0 + x1 * x1)
         return self.reduce_grads((scale * x1, -scale * x0), need_grads)
@@ -167,10 +167,10 @@ def atan2(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -> Vari
 class Maximum2(Binary):
     """The larger of x0 and x1; on a tie the gradient goes to x1, as in nnabla."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.maximum(xs[0], xs[1]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x0, x1), (gy,) = xs, gys
         first = x0 > x1
         return self.reduce_grads((gy * first, gy * ~first), need_grads)
@@ -185,10 +185,10 @@ def maximum2(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -> V
 class Minimum2(Binary):
     """The smaller of x0 and x1; on a tie the gradient goes to x1, as in nnabla."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.minimum(xs[0], xs[1]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x0, x1), (gy,) = xs, gys
         first = x0 < x1
         return self.reduce_grads((gy * first, gy * ~first), need_grads)
@@ -209,11 +209,11 @@ class Mod2(Binary):
     def __init__(self, fmod: bool):
         self.fmod = bool(fmod)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         self.truncating = self.fmod or np.issubdtype(inputs[0].dtype, np.floating)
-        return super().setup(inputs)
+        return super().output_specs(inputs)
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return ((xp.fmod if self.truncating else xp.mod)(xs[0], xs[1]),)
 
 
@@ -234,7 +234,7 @@ class BitShift(Binary):
     def __init__(self, direction: str):
         self.direction = direction
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         if self.direction not in ("LEFT", "RIGHT"):
             raise self.error(f"direction must be 'LEFT' or 'RIGHT', got {self.direction!r}")
         x, shift = inputs
@@ -243,7 +243,7 @@ class BitShift(Binary):
                              "make it with e.g. nn.Variable.from_numpy_array(a.astype(np.uint8))")
         return [(broadcast_shape(self, x.shape, shift.shape), x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x, shift = xs
         shift = shift.astype(x.dtype)
         return ((xp.left_shift if self.direction == "LEFT" else xp.right_shift)(x, shift),)
@@ -261,7 +261,7 @@ def bit_shift(x: Variable, shift: Variable, direction: str = "LEFT", n_outputs: 
 class _NAry(Function):
     """Base of the functions of one or more inputs of one shape, combined elementwise."""
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         if not inputs:
             raise self.error("needs at least one input variable, got none")
         shape = inputs[0].shape
@@ -277,13 +277,13 @@ class AddN(_NAry):
 
     grad_depends_on_inputs = False
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         y = xs[0].astype(self.outputs[0].dtype, copy=True)
         for x in xs[1:]:
             y += x
         return (y,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return tuple(gys[0] if need else None for need in need_grads)
 
 
@@ -297,13 +297,13 @@ class MulN(_NAry):
     """x[0] * ... * x[n-1]; each gradient is the product of the other inputs (exact
     where inputs are zero)."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         y = xs[0].astype(self.outputs[0].dtype, copy=True)
         for x in xs[1:]:
             y *= x
         return (y,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         # before[i] is the product of xs[:i], after[i] that of xs[i + 1:]
         n = len(xs)
         before, after = [None] * n, [None] * n
@@ -334,10 +334,10 @@ class AddScalar(Scalar):
 
     grad_depends_on_inputs = False
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xs[0] + self.val,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0],)
 
 
@@ -353,10 +353,10 @@ class MulScalar(Scalar):
 
     grad_depends_on_inputs = False
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xs[0] * self.val,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] * self.val,)
 
 
@@ -370,10 +370,10 @@ def mul_scalar(x: Variable, val: float = 1, inplace: bool = False, n_outputs: in
 class PowScalar(Scalar):
     """x ** val."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xs[0] ** self.val,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] * self.val * xs[0] ** (self.val - 1),)
 
 
@@ -389,10 +389,10 @@ class RSubScalar(Scalar):
 
     grad_depends_on_inputs = False
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (self.val - xs[0],)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (-gys[0],)
 
 
@@ -405,10 +405,10 @@ def r_sub_scalar(x: Variable, val: float = 1, n_outputs: int = -1, outputs=None)
 class RDivScalar(Scalar):
     """val / x."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (self.val / xs[0],)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x,) = xs
         return (-gys[0] * self.val / (x * x),)
 
@@ -425,10 +425,10 @@ class RPowScalar(Scalar):
     grad_depends_on_inputs = False
     grad_depends_on_outputs = True
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (self.val ** xs[0],)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] * ys[0] * float(np.log(self.val)),)
 
 
@@ -441,10 +441,10 @@ def r_pow_scalar(x: Variable, val: float = 1, n_outputs: int = -1, outputs=None)
 class MaximumScalar(Scalar):
     """max(x, val); where x equals val the gradient is 0, as in nnabla."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.maximum(xs[0], self.val),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] * (xs[0] > self.val),)
 
 
@@ -458,10 +458,10 @@ def maximum_scalar(x: Variable, val: float = 1.0, n_outputs: int = -1,
 class MinimumScalar(Scalar):
     """min(x, val); where x equals val the gradient is 0, as in nnabla."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.minimum(xs[0], self.val),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] * (xs[0] < self.val),)
 
 
@@ -475,10 +475,10 @@ def minimum_scalar(x: Variable, val: float = 1.0, n_outputs: int = -1,
 class ResetNaN(Scalar):
     """x with its NaNs replaced by val; they pass no gradient."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.where(xp.isnan(xs[0]), self.val, xs[0]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] * ~xp.isnan(xs[0]),)
 
 
@@ -491,10 +491,10 @@ def reset_nan(x0: Variable, val: float = 0, n_outputs: int = -1, outputs=None) -
 class ResetInf(Scalar):
     """x with its infinities (either sign) replaced by val; they pass no gradient."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.where(xp.isinf(xs[0]), self.val, xs[0]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (gys[0] * ~xp.isinf(xs[0]),)
 
 
@@ -545,7 +545,7 @@ class ClipGradByValue(Function):
     """The identity forward; backward clips the output gradient to [min, max]
     elementwise (min and max are inputs of x's shape that get no gradient)."""
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         x, low, high = inputs
         for name, bound in (("min", low), ("max", high)):
             if bound.shape != x.shape:
@@ -553,10 +553,10 @@ class ClipGradByValue(Function):
                                  f"broadcast it first, e.g. F.broadcast({name}, x.shape)")
         return [(x.shape, x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xs[0].copy(),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (_, low, high), (gy,) = xs, gys
         return (xp.where(gy > high, high, xp.where(gy < low, low, gy)), None, None)
 
@@ -578,16 +578,16 @@ class ClipGradByNorm(Unary):
         self.clip_norm = clip_norm
         self.axes = axes
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         if not _is_number(self.clip_norm):
             raise self.error(f"clip_norm must be a number, got {type(self.clip_norm).__name__}")
         self.reduced = axes_of(self, self.axes, inputs[0].ndim)
-        return super().setup(inputs)
+        return super().output_specs(inputs)
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xs[0].copy(),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (gy,) = gys
         norm = xp.sqrt((gy * gy).sum(axis=self.reduced, keepdims=True))
         return (gy * (self.clip_norm / norm),)
@@ -610,7 +610,7 @@ class VATNoise(Function):
     def __init__(self, base_axis: int, eps: float):
         self.base_axis, self.eps = base_axis, eps
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         x, w = inputs
         if not _is_number(self.eps):
             raise self.error(f"eps must be a number, got {type(self.eps).__name__}")
@@ -621,12 +621,12 @@ class VATNoise(Function):
             else ()
         return [(x.shape, x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x = xs[0]
         norm = xp.sqrt((x * x).sum(axis=self.axes, keepdims=True) + 1e-8)
         return ((self.eps * x / norm).astype(x.dtype, copy=False),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         self.inputs[1].d = self.eps * gys[0]
         return tuple(xp.zeros_like(x) if need else None for x, need in zip(xs, need_grads))
 

@@ -27,7 +27,7 @@ class Affine(Function):
     def __init__(self, base_axis: int):
         self.base_axis = base_axis
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         x, w = inputs[0], inputs[1]
         self.base_axis = axis = base_axis_of(self, self.base_axis, x.ndim)
         rows, cols = int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:]))
@@ -42,14 +42,14 @@ class Affine(Function):
         y_shape = x.shape[:axis] + w.shape[1:]
         return [(y_shape, np.result_type(*(v.dtype for v in inputs)))]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x = xs[0].reshape(self.matrix_shape)
         y = xp.matmul(x, xs[1].reshape(self.w_shape[0], -1))
         if len(xs) == 3:
             y += xs[2].reshape(-1)
         return (y.reshape(self.x_shape[:self.base_axis] + self.w_shape[1:]),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         x = xs[0].reshape(self.matrix_shape)
         w = xs[1].reshape(self.w_shape[0], -1)
         gy = gys[0].reshape(x.shape[0], -1)
@@ -341,7 +341,7 @@ class Convolution(_Convolutional):
                              f"shape {self.w_shape}")
         return int(g)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         x = inputs[0]
         batch, channels, size, w_first = self._layout(inputs)
         group = self.set_group(channels, w_first)
@@ -355,14 +355,14 @@ class Convolution(_Convolutional):
         self.x_shape = x.shape
         return [(self.y_shape, np.result_type(*(v.dtype for v in inputs)))]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         geo = self.geometry
         y = geo.apply(xp, self.to_first(xp, xs[0], geo.batch), self.weight(xp, xs[1]))
         if len(xs) == 3:
             y += xs[2].reshape((-1,) + (1,) * self.spatial_ndim)
         return (self.from_first(xp, y, self.y_shape),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         geo = self.geometry
         gy = self.to_first(xp, gys[0], geo.batch)
         gx, gw = geo.grads(xp, self.to_first(xp, xs[0], geo.batch), self.weight(xp, xs[1]), gy,
@@ -456,7 +456,7 @@ class Deconvolution(_Convolutional):
                              f"{self.w_shape}")
         return int(g)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         x = inputs[0]
         batch, channels, size, w_first = self._layout(inputs)
         group = self.set_group(channels, w_first)
@@ -480,7 +480,7 @@ class Deconvolution(_Convolutional):
         self.x_shape = x.shape
         return [(self.y_shape, np.result_type(*(v.dtype for v in inputs)))]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         geo = self.geometry
         y = geo.input_grad(xp, self.weight(xp, xs[1]), self.to_first(xp, xs[0], geo.batch))
         # col2im hands back the interior of its padded image: the output gets its own array.
@@ -489,7 +489,7 @@ class Deconvolution(_Convolutional):
             y += xs[2].reshape((-1,) + (1,) * self.spatial_ndim)
         return (self.from_first(xp, y, self.y_shape),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         geo = self.geometry
         gy = self.to_first(xp, gys[0], geo.batch)
         grads = [None, None]
@@ -642,7 +642,7 @@ class PatchCorrelation(Function):
         self.options = (patch, shift, patch_step, shift_step, padding)
         self.channel_last = bool(channel_last)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         x1, x2 = inputs
         if x1.ndim != 4 or x1.shape != x2.shape:
             raise self.error(f"x1 and x2 must be 4-D arrays of one shape ((N, C, H, W), or "
@@ -697,7 +697,7 @@ class PatchCorrelation(Function):
     def _first(self, xp, x):
         return xp.moveaxis(x, -1, 1) if self.channel_last else x
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x1 = self._padded(xp, self._first(xp, xs[0]), (0, 0))
         x2 = self._padded(xp, self._first(xp, xs[1]), self.shift)
         shifted, offsets = self._windows()
@@ -709,7 +709,7 @@ class PatchCorrelation(Function):
                 y[:, iy, ix] += product[offset]
         return (xp.ascontiguousarray(y.transpose(0, 3, 4, 1, 2)) if self.channel_last else y,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         g = gys[0].transpose(0, 3, 4, 1, 2) if self.channel_last else gys[0]
         x1 = self._padded(xp, self._first(xp, xs[0]), (0, 0))
         x2 = self._padded(xp, self._first(xp, xs[1]), self.shift)

@@ -38,7 +38,7 @@ class BatchNormalization(Function):
         self.batch_stat = bool(batch_stat)
         self.output_stat = bool(output_stat)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         x = inputs[0]
         self.axes = axes = kept_axes(self, self.axes, x.ndim)
         self.reduce_axes = tuple(a for a in range(x.ndim) if a not in axes)
@@ -95,7 +95,7 @@ class BatchNormalization(Function):
         gamma = params.get("gamma")
         return inv_std if gamma is None else gamma * inv_std
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x, params = xs[0], self._unpack(xs)
         beta = params.get("beta")
         if self.batch_stat:
@@ -141,7 +141,7 @@ class BatchNormalization(Function):
                 r = running[role]
                 r.d = self.decay_rate * r.d + (1 - self.decay_rate) * batch_value
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         x, params = xs[0], self._unpack(xs)
         gy = gys[0]
         need = dict(zip(self.roles, need_grads[1:]))
@@ -203,7 +203,7 @@ class SyncBatchNormalization(BatchNormalization):
             buffer = self._buffers[name] = xp.empty(size, np.float64)
         return buffer
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         if not all(callable(getattr(self.comm, name, None)) for name in _COMMUNICATOR_CALLS):
             raise self.error("comm must be a communicator (C.MultiProcessCommunicator(ctx), then "
                              f"comm.init()), got {type(self.comm).__name__}")
@@ -215,7 +215,7 @@ class SyncBatchNormalization(BatchNormalization):
         if self.comm.rank not in ranks:
             raise self.error(f"this process (rank {self.comm.rank}) is not a member of group "
                              f"{self.group!r} (ranks {ranks}); call it only on the group's members")
-        outputs = super().setup(inputs)
+        outputs = super().output_specs(inputs)
         self.local_count = self.count  # ``count`` becomes the group's total in forward
         return outputs
 
@@ -338,7 +338,7 @@ class Standardization(Function):
         """The shape ``role`` must have for an input of ``shape`` (given: its shape)."""
         raise NotImplementedError
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         x = inputs[0]
         if not np.issubdtype(x.dtype, np.floating):
             raise self.error(f"x must be a float array, got dtype {x.dtype}")
@@ -358,7 +358,7 @@ class Standardization(Function):
             outputs += [(self.stat_shape, x.dtype)] * 2
         return outputs
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x, params = xs[0], dict(zip(self.roles, xs[1:]))
         xv = x.reshape(self.view)
         mean = xv.mean(axis=self.reduce_axes, keepdims=True)
@@ -374,7 +374,7 @@ class Standardization(Function):
         # The mean handed out is a copy: backward needs this one intact.
         return (y, mean.copy(), var) if self.output_stat else (y,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         x, params = xs[0], dict(zip(self.roles, xs[1:]))
         gy = gys[0]
         xhat = (x.reshape(self.view) - self.mean) * self.inv_std  # in the view's shape
@@ -578,7 +578,7 @@ class NormNormalization(Function):
         self.axis = axes
         self.eps = float(eps)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         if isinstance(self.p, bool) or not isinstance(self.p, (int, float, np.number)) \
                 or not self.p >= 1:
@@ -591,12 +591,12 @@ class NormNormalization(Function):
         total = (xp.abs(x) ** self.p).sum(axis=self.axes, keepdims=True)
         return (total + self.eps) ** (1 / self.p)
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x = xs[0]
         self.norm = self._norm(xp, x)
         return (x / self.norm,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         x, gy, norm = xs[0], gys[0], self.norm
         # d norm / dx = (|x| / norm)^(p-1) sign(x).
         through_norm = (gy * x).sum(axis=self.axes, keepdims=True) / (norm * norm)
@@ -618,7 +618,7 @@ class WeightNormalization(Function):
         self.dim = dim
         self.eps = float(eps)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         w, g = inputs
         self.axis = one_axis(self, self.dim, w.ndim, "dim")
         if g.shape != (w.shape[self.axis],):
@@ -628,12 +628,12 @@ class WeightNormalization(Function):
         self.g_shape = tuple(s if a == self.axis else 1 for a, s in enumerate(w.shape))
         return [(w.shape, w.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         w, g = xs
         self.inv_norm = 1 / xp.sqrt((w * w).sum(axis=self.others, keepdims=True) + self.eps)
         return (w * (g.reshape(self.g_shape) * self.inv_norm),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         w, g = xs
         gy, inv_norm = gys[0], self.inv_norm
         dot = (gy * w).sum(axis=self.others, keepdims=True)
@@ -663,7 +663,7 @@ class MeanSubtraction(Function):
         self.base_axis = base_axis
         self.update = bool(update_running_mean)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         x, mean, t = inputs
         self.axis = base_axis_of(self, self.base_axis, x.ndim)
         if mean.shape != x.shape[self.axis:]:
@@ -678,7 +678,7 @@ class MeanSubtraction(Function):
         self.batch = int(np.prod(x.shape[:self.axis]))
         return [(x.shape, x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x, mean, t = xs
         if self.update:
             running, count = self.inputs[1], self.inputs[2]
@@ -689,7 +689,7 @@ class MeanSubtraction(Function):
             self.scale = 1 - 1 / (count.d.reshape(()) * self.batch)
         return (x - mean,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         gx = gys[0] * self.scale if self.update else gys[0]
         return (gx if need_grads[0] else None, None, None)
 
@@ -714,7 +714,7 @@ class SpectralNorm(Function):
         self.test = bool(test)
         self.output_u = bool(output_u)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         w, u = inputs
         if isinstance(self.dim, bool) or not isinstance(self.dim, (int, np.integer)) \
                 or not 0 <= self.dim < w.ndim:
@@ -742,7 +742,7 @@ class SpectralNorm(Function):
     def _normalized(self, xp, a):
         return a / xp.sqrt((a * a).sum() + self.eps)
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         w, u0 = xs
         matrix = xp.moveaxis(w, self.axis, 0).reshape(self.moved_shape[0], -1)
         u = u0.astype(w.dtype)
@@ -757,7 +757,7 @@ class SpectralNorm(Function):
         y = w / self.sigma
         return (y, original) if self.output_u else (y,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         w, gy, sigma = xs[0], gys[0], self.sigma
         outer = (self.u[:, None] * self.v[None, :]).reshape(self.moved_shape)
         outer = xp.moveaxis(outer, 0, self.axis)

@@ -115,12 +115,12 @@ class MaxPooling(Function):
     def __init__(self, kernel, stride, ignore_border, pad, channel_last):
         self.args = (kernel, stride, ignore_border, pad, channel_last)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         self.win = _Windows(self, x.shape, *self.args)
         return [(self.win.out_shape, x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         win = self.win
         x = win.padded(xp, win.to_first(xp, xs[0]), -np.inf)
         windows = win.offsets()
@@ -137,7 +137,7 @@ class MaxPooling(Function):
             xp.maximum(y, value, out=y)
         return (win.from_first(xp, y),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         win = self.win
         gy = win.to_first(xp, gys[0])
         gx = xp.zeros(win.padded_shape(gy.shape[:-len(win.kernel)]), gy.dtype)
@@ -165,7 +165,7 @@ class _WindowSum(Function):
     grad_depends_on_inputs = False
     divisor = None
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         win = self.win
         x = win.padded(xp, win.to_first(xp, xs[0]), 0)
         windows = win.offsets()
@@ -177,7 +177,7 @@ class _WindowSum(Function):
             y /= xp.asarray(self.divisor, y.dtype)
         return (win.from_first(xp, y),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         win = self.win
         gy = win.to_first(xp, gys[0])
         if self.divisor is not None:
@@ -195,7 +195,7 @@ class AveragePooling(_WindowSum):
         self.args = (kernel, stride, ignore_border, pad, channel_last)
         self.including_pad = including_pad
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         win = self.win = _Windows(self, x.shape, *self.args)
         # Elements per window, as nnabla counts them: the padding counts with
@@ -227,7 +227,7 @@ class SumPooling(_WindowSum):
     def __init__(self, kernel, stride, ignore_border, pad, channel_last):
         self.args = (kernel, stride, ignore_border, pad, channel_last)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         self.win = _Windows(self, x.shape, *self.args)
         return [(self.win.out_shape, x.dtype)]
@@ -252,7 +252,7 @@ class Unpooling(Function):
         self.kernel = kernel
         self.channel_last = bool(channel_last)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         self.kernel = kernel = int_tuple(self, "kernel", self.kernel, None, 1, 1)
         n = len(kernel)
@@ -269,7 +269,7 @@ class Unpooling(Function):
         self.y_first = y_first
         return [(_channel_last_shape(y_first, n) if self.channel_last else y_first, x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         n = len(self.kernel)
         lead = len(self.x_first) - n
         x = _to_first(xp, xs[0], n, self.channel_last)
@@ -278,7 +278,7 @@ class Unpooling(Function):
         y = xp.broadcast_to(spread, self.blocks).reshape(self.y_first)
         return (_from_first(xp, y, n, self.channel_last),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         n = len(self.kernel)
         lead = len(self.x_first) - n
         gy = _to_first(xp, gys[0], n, self.channel_last).reshape(self.blocks)
@@ -298,7 +298,7 @@ class GlobalAveragePooling(Function):
 
     grad_depends_on_inputs = False
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         if not 2 <= x.ndim <= 4:
             # nnabla 1.39 averages the wrong elements of inputs with more than 4 axes.
@@ -307,11 +307,11 @@ class GlobalAveragePooling(Function):
         self.x_shape = x.shape
         return [(x.shape[:2] + (1, 1), x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         b, c = self.x_shape[:2]
         return (xs[0].reshape(b, c, -1).mean(axis=2).reshape(b, c, 1, 1),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         b, c = self.x_shape[:2]
         count = math.prod(self.x_shape[2:])
         gx = xp.broadcast_to(gys[0].reshape(b, c, 1) / gys[0].dtype.type(count), (b, c, count))
@@ -373,7 +373,7 @@ class Interpolate(Function):
         self.half_pixel_for_nn = bool(half_pixel_for_nn)
         self.channel_last = bool(channel_last)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         self.output_size = size = shape_of(self, self.output_size, "output_size")
         if self.mode not in ("linear", "nearest"):
@@ -402,12 +402,12 @@ class Interpolate(Function):
             a = xp.moveaxis(xp.tensordot(a, m, axes=([axis], [0])), -1, axis)
         return xp.ascontiguousarray(a)
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         n = len(self.axes)
         y = self._resample(xp, _to_first(xp, xs[0], n, self.channel_last), False)
         return (_from_first(xp, y, n, self.channel_last),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         n = len(self.axes)
         gx = self._resample(xp, _to_first(xp, gys[0], n, self.channel_last), True)
         return (_from_first(xp, gx, n, self.channel_last),)
@@ -442,7 +442,7 @@ class MaxPoolingBackward(Function):
     def __init__(self, kernel, stride, ignore_border, pad, channel_last):
         self.pooling = MaxPooling(kernel, stride, ignore_border, pad, channel_last)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         dy, x = inputs
         pooling = self.pooling
         pooling.win = _Windows(self, x.shape, *pooling.args)
@@ -451,15 +451,15 @@ class MaxPoolingBackward(Function):
                              f"{pooling.win.out_shape}, got {dy.shape}")
         return [(x.shape, dy.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         dy, x = xs
-        self.pooling.forward(xp, [x])  # finds each window's maximum
-        return self.pooling.backward(xp, None, None, [dy], [True])
+        self.pooling.forward_arrays(xp, [x])  # finds each window's maximum
+        return self.pooling.backward_arrays(xp, None, None, [dy], [True])
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         dy, x = xs
         win = self.pooling.win
-        self.pooling.forward(xp, [x])
+        self.pooling.forward_arrays(xp, [x])
         argmax = self.pooling.argmax
         g = win.padded(xp, win.to_first(xp, gys[0]), 0)
         gdy = xp.zeros(argmax.shape, g.dtype)
@@ -600,7 +600,7 @@ class OnnxResize(Function):
             if not np.isscalar(value) or isinstance(value, (str, bytes)):
                 raise self.error(f"{what} must be a number, got {value!r}")
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         self._check(x.ndim)
         if self.sizes:
@@ -622,7 +622,7 @@ class OnnxResize(Function):
             if not resize.identity]
         return [(tuple(sizes), x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         y = xs[0]
         for axis, resize in self.axes:
             m = xp.asarray(resize.weights.T, y.dtype)
@@ -636,7 +636,7 @@ class OnnxResize(Function):
                 y = xp.where(outside, xp.asarray(self.extrapolation, y.dtype), y)
         return (y,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         g = gys[0]
         for axis, resize in reversed(self.axes):
             m = xp.asarray(resize.weights, g.dtype)

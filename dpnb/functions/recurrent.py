@@ -107,7 +107,7 @@ class _Recurrent(Function):
     def bias_shape(self) -> tuple:
         return (self.num_layers, self.D, self.bias_gates, self.H)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         self.check_arguments()
         names = ["x", "h"] + (["c"] if self.has_cell else []) + ["weight_l0"]
         names += (["weight"] if self.has_weight else []) + (["bias"] if self.has_bias else [])
@@ -171,7 +171,7 @@ class _Recurrent(Function):
         return out
 
     # -- passes ----------------------------------------------------------
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         v = {n: a.astype(self.dtype, copy=False) for n, a in zip(self.names, xs)}
         T, B, D, H, G = self.T, self.B, self.D, self.H, self.gates
         layer_input = v["x"]
@@ -198,7 +198,7 @@ class _Recurrent(Function):
         y = layer_input.copy() if D == 1 else layer_input
         return (y, h_n) + ((c_n,) if self.has_cell else ())
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         if not self.training:
             raise self.error("backward needs training=True (nnabla computes no gradient of a "
                              "layer built with training=False); build it with training=True, or "

@@ -22,10 +22,10 @@ class Sum(Reduction):
 
     grad_depends_on_inputs = False
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xs[0].sum(axis=self.axes, keepdims=self.keepdims),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (self.spread(xp, gys[0]),)
 
 
@@ -39,10 +39,10 @@ class Mean(Reduction):
 
     grad_depends_on_inputs = False
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xs[0].mean(axis=self.axes, keepdims=self.keepdims),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         count = math.prod(self.in_shape[a] for a in self.axes)
         return (self.spread(xp, gys[0]) / count,)
 
@@ -65,8 +65,8 @@ class _Extremum(Reduction):
         super().__init__(axis, keepdims)
         self.outputs_kept = "index" if only_index else ("both" if with_index else "value")
 
-    def setup(self, inputs):
-        ((shape, dtype),) = super().setup(inputs)
+    def output_specs(self, inputs):
+        ((shape, dtype),) = super().output_specs(inputs)
         if any(self.in_shape[a] == 0 for a in self.axes):
             raise self.error(f"cannot take the {self.kind} over an empty axis of shape "
                              f"{self.in_shape}; reduce only over axes with at least one element")
@@ -80,7 +80,7 @@ class _Extremum(Reduction):
         flat = moved.reshape(moved.shape[:ndim - k] + (-1,))
         return moved.shape, flat, getattr(flat, "arg" + self.reduction)(axis=-1)
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         (x,) = xs
         _, flat, index = self._flat_index(xp, x)
         out_shape = self.kept_shape if self.keepdims else index.shape
@@ -90,7 +90,7 @@ class _Extremum(Reduction):
         value = getattr(x, self.reduction)(axis=self.axes, keepdims=self.keepdims)
         return (value, index) if self.outputs_kept == "both" else (value,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x,), gy = xs, gys[0].astype(xs[0].dtype, copy=False)
         moved_shape, flat, first = self._flat_index(xp, x)
         hit = xp.arange(flat.shape[-1]) == first[..., None]
@@ -142,10 +142,10 @@ class Prod(Reduction):
     """Product over axes.  Its gradient is the product of the other elements, exact
     where inputs are zero too (nnabla's divides by the input, giving 0 there)."""
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xs[0].prod(axis=self.axes, keepdims=self.keepdims),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         moved_shape, flat = _axes_last(xp, xs[0], self.axes)
         zero = flat == 0
         zeros = zero.sum(axis=-1, keepdims=True)
@@ -171,22 +171,22 @@ class Norm(Reduction):
         super().__init__(axis, keepdims)
         self.p = 2.0 if p is None else p
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         p = self.p
         if isinstance(p, bool) or not isinstance(p, (int, float, np.number)) or not (
                 np.isfinite(p) and p >= 1):
             raise self.error(f"p must be a finite number >= 1, got {p!r}; for the largest "
                              "magnitude use F.max(F.abs(x))")
         self.p = float(p)
-        return super().setup(inputs)
+        return super().output_specs(inputs)
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         (x,), p = xs, self.p
         if p == 2.0:
             return (xp.sqrt((x * x).sum(axis=self.axes, keepdims=self.keepdims)),)
         return ((xp.abs(x) ** p).sum(axis=self.axes, keepdims=self.keepdims) ** (1.0 / p),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x,), p = xs, self.p
         y = ys[0].reshape(self.kept_shape)
         scale = xp.where(y == 0, 0, gys[0].reshape(self.kept_shape) / xp.where(y == 0, 1, y) ** (p - 1))
@@ -210,7 +210,7 @@ class _Cumulative(Function):
     def __init__(self, axis: int | None, exclusive: bool, reverse: bool):
         self.axis, self.exclusive, self.reverse = axis, bool(exclusive), bool(reverse)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         self.axis = one_axis(self, 0 if self.axis is None else self.axis, x.ndim)
         return [(x.shape, x.dtype)]
@@ -241,11 +241,11 @@ class _Cumulative(Function):
     def _suffix_sum(self, xp, a):
         return xp.flip(xp.cumsum(xp.flip(a, self.axis), axis=self.axis), self.axis)
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         t = self._prepared(xp, xs[0])
         return (self._flip(xp, self.scan(xp, t)),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         gy = self._flip(xp, gys[0])
         t = None if xs is None else self._prepared(xp, xs[0])
         return (self._unprepared_grad(xp, self.scan_grad(xp, t, gy)),)
@@ -305,7 +305,7 @@ class Sort(Function):
         self.axis, self.reverse = axis, bool(reverse)
         self.kept = "index" if only_index else ("both" if with_index else "value")
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         self.axis = one_axis(self, self.axis, x.ndim)
         value, index = (x.shape, x.dtype), (x.shape, np.dtype(np.uint64))
@@ -320,7 +320,7 @@ class Sort(Function):
         flipped = xp.argsort(xp.flip(x, self.axis), axis=self.axis, kind="stable")
         return (x.shape[self.axis] - 1) - xp.flip(flipped, self.axis)
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         (x,) = xs
         order = self._order(xp, x)
         index = order.astype(np.uint64)
@@ -329,7 +329,7 @@ class Sort(Function):
         value = xp.take_along_axis(x, order, axis=self.axis)
         return (value, index) if self.kept == "both" else (value,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x,) = xs
         inverse = xp.argsort(self._order(xp, x), axis=self.axis)
         gy = gys[0].astype(x.dtype, copy=False)
@@ -381,7 +381,7 @@ class TopKData(_TopK):
         super().__init__(k, abs, base_axis, largest)
         self.reduce, self.with_index = bool(reduce), bool(with_index)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         self.setup_samples(x)
         if self.with_index and not self.reduce:
@@ -393,7 +393,7 @@ class TopKData(_TopK):
         out = [(shape, x.dtype)]
         return out + [(shape, np.dtype(np.uint64))] if self.with_index else out
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         flat = xs[0].reshape(self.samples, -1)
         where = self.positions(xp, flat)
         values = flat[self.rows(xp), where]
@@ -405,7 +405,7 @@ class TopKData(_TopK):
         y[self.rows(xp), where] = values
         return (y.reshape(self.in_shape),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         flat = xs[0].reshape(self.samples, -1)
         where, rows = self.positions(xp, flat), self.rows(xp)
         gy = gys[0].astype(flat.dtype, copy=False).reshape(self.samples, -1)
@@ -429,15 +429,15 @@ class TopKGrad(_TopK):
 
     grad_depends_on_inputs = False
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         self.setup_samples(x)
         return [(x.shape, x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xs[0].copy(),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         gy = gys[0].reshape(self.samples, -1)
         where, rows = self.positions(xp, gy), self.rows(xp)
         gx = xp.zeros_like(gy)
@@ -487,7 +487,7 @@ class SearchSorted(Function):
     def __init__(self, right: bool):
         self.right = bool(right)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         seq, values = inputs
         if seq.ndim < 1 or seq.ndim != values.ndim or seq.shape[:-1] != values.shape[:-1]:
             raise self.error(f"sorted_sequence {seq.shape} and values {values.shape} must have "
@@ -495,7 +495,7 @@ class SearchSorted(Function):
                              "axis; give one row of values per sorted row")
         return [(values.shape, self.context.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         seq, values = xs
         before = (seq[..., None, :] <= values[..., :, None]) if self.right else (
             seq[..., None, :] < values[..., :, None])
@@ -524,7 +524,7 @@ class Unique(Function):
         self.flatten, self.axis, self.sorted = bool(flatten), axis, bool(sorted)
         self.extra = (bool(with_index), bool(with_inverse), bool(with_counts))
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         if self.flatten:
             self.along = None
@@ -551,7 +551,7 @@ class Unique(Function):
         shape.insert(self.along, count)
         return tuple(shape)
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         (x,) = xs
         rows = x.reshape(-1, 1) if self.along is None else xp.moveaxis(x, self.along, 0).reshape(
             x.shape[self.along], -1)

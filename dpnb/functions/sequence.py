@@ -44,7 +44,7 @@ class PackPaddedSequence(Function):
     def __init__(self, batch_first: bool):
         self.batch_first = bool(batch_first)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         padded, lengths = inputs
         _counts(self, lengths, "lengths")
         if padded.ndim < 2:
@@ -64,7 +64,7 @@ class PackPaddedSequence(Function):
         ints = _sorted(self, lengths, "lengths", self.steps, "the padded length")
         return xp.arange(self.steps)[:, None] < ints[None, :]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         padded, lengths = xs
         mask = self._mask(xp, lengths)
         steps = padded.swapaxes(0, 1) if self.batch_first else padded
@@ -75,7 +75,7 @@ class PackPaddedSequence(Function):
                 out.data.reset_shape(result.shape, force=True)
         return packed, batch_sizes
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         if not need_grads[0]:
             return (None, None)
         mask = self._mask(xp, xs[1])
@@ -100,7 +100,7 @@ class PadPackedSequence(Function):
         self.batch_first = bool(batch_first)
         self.padding_value, self.total_length = padding_value, total_length
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         packed, batch_sizes = inputs
         _counts(self, batch_sizes, "batch_sizes")
         if packed.ndim < 1:
@@ -135,7 +135,7 @@ class PadPackedSequence(Function):
         batch = int(ints[0]) if ints.shape[0] else 0
         return xp.arange(batch)[None, :] < ints[:, None]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         packed, batch_sizes = xs
         mask = self._mask(xp, batch_sizes)
         steps, batch = mask.shape
@@ -151,7 +151,7 @@ class PadPackedSequence(Function):
                 out.data.reset_shape(result.shape, force=True)
         return padded, lengths
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         if not need_grads[0]:
             return (None, None)
         mask = self._mask(xp, xs[1])

@@ -29,13 +29,14 @@ class Dropout(Function):
     """Zero each element with probability ``p`` and scale the rest by 1 / (1 - p);
     the gradient uses the same mask."""
 
+    draws_random_numbers = True
     grad_depends_on_inputs = False
 
     def __init__(self, p: float, seed: int):
         self.p = float(p)
         self.seed = int(seed)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         if not 0 <= self.p < 1:
             raise self.error(f"p, the probability of dropping an element, must be in [0, 1), "
@@ -43,14 +44,14 @@ class Dropout(Function):
         self.rng = _generator(self.seed)
         return [(x.shape, x.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x = xs[0]
         self.mask = xp.asarray(self.rng.random_sample(x.shape) >= self.p)
         y = x * self.mask
         y *= 1 / (1 - self.p)
         return (y,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         gx = gys[0] * self.mask
         gx *= 1 / (1 - self.p)
         return (gx,)
@@ -71,6 +72,7 @@ class ImageAugmentation(Function):
     (implicitly padded) input, read by bilinear interpolation with coordinates
     clamped to the border.  Not differentiable."""
 
+    draws_random_numbers = True
     differentiable = False
 
     def __init__(self, shape, pad, min_scale, max_scale, angle, aspect_ratio, distortion, flip_lr,
@@ -89,7 +91,7 @@ class ImageAugmentation(Function):
         self.noise = float(noise)
         self.seed = int(seed)
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         if x.ndim < 2:
             raise self.error(f"expected images with at least 2 axes (..., H, W), "
@@ -158,7 +160,7 @@ class ImageAugmentation(Function):
             sin * dx / scale_x + cos * dy / scale_y)
         return xp.clip(src_y, 0, h - 1), xp.clip(src_x, 0, w - 1)
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x = xs[0]
         h, w = x.shape[-2:]
         ho, wo = self.out_shape[-2:]
@@ -223,6 +225,7 @@ class _Sampler(Function):
     """Base of the functions that draw an array of ``shape`` from a distribution (no input,
     no gradient); a subclass checks its parameters in ``check`` and draws in ``draw``."""
 
+    draws_random_numbers = True
     differentiable = False
     int_output = False
 
@@ -236,7 +239,7 @@ class _Sampler(Function):
     def draw(self, rng: np.random.RandomState, shape: tuple[int, ...]) -> np.ndarray:
         raise NotImplementedError
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         self.shape = shape_of(self, self.shape)
         self.seed = _check_seed(self, self.seed)
         self.check()
@@ -244,7 +247,7 @@ class _Sampler(Function):
         self.dtype = np.dtype(np.int32) if self.int_output else self.context.dtype
         return [(self.shape, self.dtype)]
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         return (xp.asarray(self.draw(self.rng, self.shape).astype(self.dtype)),)
 
 
@@ -401,12 +404,14 @@ class RandomChoice(Function):
     """Samples of the populations on x's last axis, drawn with the relative weights ``w``
     (same shape); the gradient of each drawn sample goes to that element of x and of w."""
 
+    draws_random_numbers = True
+
     def __init__(self, shape, replace: bool, seed: int):
         self.shape = shape
         self.replace = bool(replace)
         self.seed = seed
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         x, w = inputs
         if x.shape != w.shape or x.ndim == 0:
             raise self.error(f"x and w must have one shape of at least one axis (populations on "
@@ -437,7 +442,7 @@ class RandomChoice(Function):
         return np.stack([self.rng.choice(size, self.count, self.replace, p=row / total)
                          for row, total in zip(weights, totals)])
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x, w = xs
         size = x.shape[-1]
         weights = to_module(w, np).reshape(-1, size).astype(np.float64)
@@ -445,7 +450,7 @@ class RandomChoice(Function):
         y = xp.take_along_axis(x.reshape(-1, size), self.index, axis=1)
         return (y.reshape(self.outputs[0].shape).astype(self.outputs[0].dtype),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         size = self.x_shape[-1]
         rows = self.index.shape[0]
         flat = (self.index + xp.arange(rows)[:, None] * size).ravel()
@@ -469,6 +474,7 @@ class _Remap(Function):
     from ``base_axis`` on, and coarser for the sample axes themselves.  The gradient of
     each output element goes back to the element it read."""
 
+    draws_random_numbers = True
     grad_depends_on_inputs = False
     fill = 0.0  # the value of output positions that read no input (a constant border)
 
@@ -485,7 +491,7 @@ class _Remap(Function):
         ``pos``; random values are drawn in shape ``group`` and broadcast against ``pos``."""
         raise NotImplementedError
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         if x.ndim == 0:
             raise self.error("expected an input of at least one axis, got a scalar")
@@ -500,7 +506,7 @@ class _Remap(Function):
         """``values`` drawn per group of ``axis``, shaped to broadcast over the output."""
         return values.reshape(values.shape + (1,) * (len(self.out_shape) - values.ndim))
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         ndim = len(self.out_shape)
         index, valid = [], None
         for axis in range(ndim):
@@ -517,7 +523,7 @@ class _Remap(Function):
             y = xp.where(self.valid, y, xs[0].dtype.type(self.fill))
         return (y,)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         gy = gys[0] if self.valid is None else gys[0] * self.valid
         strides = np.cumprod((1,) + self.in_shape[:0:-1])[::-1]
         flat = sum(i * int(s) for i, s in zip(self.index, strides))
@@ -656,6 +662,7 @@ class RandomErase(Function):
     corner + height and corner + width (clipped to the image) are replaced, the geometry
     nnabla 1.39 produces."""
 
+    draws_random_numbers = True
     grad_depends_on_inputs = False
 
     def __init__(self, prob, area_ratios, aspect_ratios, replacements, n, share, base_axis,
@@ -667,7 +674,7 @@ class RandomErase(Function):
         self.ste_fine_grained = bool(ste_fine_grained)
         self.base_axis, self.seed = base_axis, seed
 
-    def setup(self, inputs):
+    def output_specs(self, inputs):
         (x,) = inputs
         self.base_axis = base_axis_of(self, self.base_axis, max(x.ndim, 1))
         if x.ndim - self.base_axis != 3:
@@ -704,7 +711,7 @@ class RandomErase(Function):
                   & (cols <= left + width))
         return (erase & inside).any(axis=2)
 
-    def forward(self, xp, xs):
+    def forward_arrays(self, xp, xs):
         x = xs[0]
         images = x.shape[self.base_axis:]
         if self.channel_last:
@@ -720,7 +727,7 @@ class RandomErase(Function):
         self.mask = xp.asarray(mask)
         return (xp.where(self.mask, xp.asarray(values).astype(x.dtype), x),)
 
-    def backward(self, xp, xs, ys, gys, need_grads):
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
         if not self.ste_fine_grained:
             return (gys[0],)
         return (gys[0] * ~self.mask,)

@@ -279,6 +279,82 @@ def ndarrays(nn, F) -> dict:
     return cases
 
 
+def function_objects(nn, F) -> dict:
+    """A function object run on variables given explicitly: forward after new input data,
+    backward accumulating or not, setup after a reshape, recompute with the same draws."""
+    cases = {}
+    x = leaf(nn, [[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]])
+    w = leaf(nn, [[1.0, 2.0], [-1.0, 0.5], [0.25, -2.0]])
+    y = F.affine(x, w)
+    f = y.parent
+    x.d = [[1.0, 2.0, 3.0], [-1.0, 0.0, 1.0]]
+    f.forward([x, w], [y])
+    cases["forward_after_new_data"] = lists(y.d)
+    y.g = [[1.0, -1.0], [2.0, 0.5]]
+    x.g = 1.0
+    w.g = 0.0
+    f.backward([x, w], [y])
+    cases["backward_accumulates"] = {"x_g": lists(x.g), "w_g": lists(w.g)}
+    f.backward([x, w], [y], [False, True])
+    cases["backward_accum_false_true"] = {"x_g": lists(x.g), "w_g": lists(w.g)}
+    w.need_grad = False
+    w.g = 7.0
+    f.backward([x, w], [y], [False, False])
+    cases["backward_skips_no_need_grad"] = {"x_g": lists(x.g), "w_g": lists(w.g)}
+    x.reset_shape((4, 3), force=True)
+    f.setup([x, w], [y])
+    cases["setup_after_reset_shape"] = list(y.shape)
+
+    d = F.dropout(leaf(nn, np.linspace(1.0, 2.0, 40).reshape(4, 10)), p=0.5)
+    g = d.parent
+    s = F.sin(leaf(nn, [0.5, 1.0]))
+    cases["need_setup_recompute"] = {"dropout": bool(g.need_setup_recompute(0)),
+                                     "sin": bool(s.parent.need_setup_recompute(0))}
+    g.setup_recompute(g.inputs, [d])
+    g.forward(g.inputs, [d])
+    drawn = d.d.copy()
+    d.data.clear()
+    cleared = bool(d.data.clear_called)
+    g.recompute(g.inputs, [d])
+    cases["recompute_draws_the_same"] = {"cleared": cleared, "same": bool(np.array_equal(
+        d.d, drawn)), "after_read": bool(d.data.clear_called)}
+    s.data.clear()
+    s.parent.recompute(s.parent.inputs, [s])
+    cases["recompute_deterministic"] = lists(s.d)
+    return cases
+
+
+def clearing(nn, F) -> dict:
+    """Which intermediates a forward that clears frees (``clear_called``): F.sink's inputs
+    are kept; so are the data backward reads, unless clear_buffer."""
+    def cleared(names, root, **flags):
+        root.forward(**flags)
+        return {name: bool(v.data.clear_called) for name, v in names.items()}
+
+    def with_grad():
+        x = leaf(nn, np.ones((2, 3)))
+        h = F.identity(x)
+        y = F.sin(h)
+        z = F.add_scalar(y, 1.0)
+        return {"h": h, "y": y, "z": z}, x
+
+    cases = {}
+    for flags in ({"clear_no_need_grad": True}, {"clear_buffer": True}):
+        key = next(iter(flags))
+        names, _ = with_grad()
+        cases[f"{key}_sink"] = cleared(names, F.sink(names["z"]), **flags)
+        names, _ = with_grad()
+        cases[f"{key}_sum"] = cleared(names, F.sum(names["z"]), **flags)
+        names, _ = with_grad()
+        cases[f"{key}_sink_two"] = cleared(names, F.sink(names["z"], names["h"]), **flags)
+    a = leaf(nn, np.ones((2, 3)), need_grad=False)
+    w = leaf(nn, np.full((2, 3), 2.0))
+    h = F.identity(a)
+    y = F.mul2(h, w)
+    cases["read_by_backward_without_grad"] = cleared({"h": h}, F.sum(y), clear_no_need_grad=True)
+    return cases
+
+
 def record(nn, F, inplace_of) -> dict:
     """Every case's result, under the keys the fixture keeps them."""
     return {"backward": backward_seeds(nn, F), "hooks": hooks(nn, F),
@@ -287,4 +363,5 @@ def record(nn, F, inplace_of) -> dict:
                          "unlinked": unlinked(nn, F), **apply_and_defaults(nn, F),
                          **rank_and_references(nn, F), "visit": visit(nn, F)},
             "sink": sink(nn, F), "no_grad_forward_all": {**no_grad(nn, F), **forward_all(nn, F)},
-            "ndarray": ndarrays(nn, F)}
+            "ndarray": ndarrays(nn, F), "function_objects": function_objects(nn, F),
+            "clearing": clearing(nn, F)}
