@@ -632,6 +632,7 @@ class _Schedule:
                 fn._run_forward()
             return
         frees = self._frees_for(clear_buffer) if clearing else None
+        flag = "forward(clear_buffer=True)" if clear_buffer else "forward(clear_no_need_grad=True)"
         for step, fn in enumerate(self.order):
             if pre is not None:
                 pre(fn)
@@ -641,7 +642,7 @@ class _Schedule:
             if frees is not None:
                 for x in frees[step]:
                     if not x.persistent:
-                        x._data.free()
+                        x._data.free(flag)
 
     def _frees_for(self, clear_buffer: bool) -> list[list[Variable]]:
         """Per step, the intermediates no later function reads (and, unless
@@ -759,7 +760,7 @@ class _Schedule:
             if clear_buffer:
                 for y in outputs:
                     if not y.persistent and y is not root:
-                        y._data.free()
+                        y._data.free("backward(clear_buffer=True)")
             if post is not None:
                 post(fn)
             for cb in callbacks:

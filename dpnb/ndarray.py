@@ -46,7 +46,7 @@ class NdArray:
     ``nn.NdArray(shape)`` makes one of the current context's device and float
     type, as in nnabla; the graph names its arrays through ``owner``."""
 
-    __slots__ = ("_array", "_shape", "_size", "_dtype", "_xp", "_freed", "_cleared", "_pinned",
+    __slots__ = ("_array", "_shape", "_size", "_dtype", "_xp", "_freed_by", "_cleared", "_pinned",
                  "owner")
 
     def __init__(self, shape: int | Sequence[int] = (), *, dtype=None, xp: ModuleType | None = None,
@@ -60,7 +60,7 @@ class NdArray:
         self._dtype = np.dtype(dtype)
         self._xp = xp
         self._array = None
-        self._freed = False
+        self._freed_by = ""
         self._cleared = False  # released by clear() or free(), for clear_called
         self._pinned = False
         self.owner = owner  # names the variable in error messages
@@ -102,11 +102,11 @@ class NdArray:
     def data(self):
         """The backing array; writable in place (``v.data[...] = x``)."""
         if self._array is None:
-            if self._freed:
+            if self._freed_by:
                 raise DpnbError(
                     f"the array of {self.owner or 'this variable'} was freed by "
-                    "clear_buffer=True; run forward/backward without clear_buffer, or "
-                    "mark the variable persistent (v.persistent = True) to keep it")
+                    f"{self._freed_by}; run the pass without that flag, or mark the variable "
+                    "persistent (v.persistent = True) to keep it")
             self._array = self._xp.zeros(self._shape, self._dtype)
         return self._array
 
@@ -169,7 +169,7 @@ class NdArray:
     def bind(self, array) -> None:
         """Point this handle at ``array`` (no copy): used by the graph and flat storage."""
         self._array = array
-        self._freed = False
+        self._freed_by = ""
 
     def take(self, array, producer: object) -> None:
         """Bind a function's result (no copy where the type agrees; ``producer``
@@ -181,14 +181,14 @@ class NdArray:
         if isinstance(array, np.generic):  # NumPy reductions return scalars
             array = np.asarray(array)
         self._array = array if array.dtype == self._dtype else array.astype(self._dtype)
-        self._freed = False
+        self._freed_by = ""
 
     def accumulate(self, array) -> None:
         """Add ``array`` into this array (a copy of it if none is allocated yet):
         how leaf gradients gather across uses and backward calls."""
         if self._array is None:
             self._array = array.astype(self._dtype, copy=True).reshape(self._shape)
-            self._freed = False
+            self._freed_by = ""
         else:
             self._array[...] += array
 
@@ -221,13 +221,14 @@ class NdArray:
     def clear(self) -> None:
         """Release the backing array, as nnabla's ``clear``; the next use allocates a new one."""
         self._array = None
-        self._freed = False
+        self._freed_by = ""
         self._cleared = True
 
-    def free(self) -> None:
-        """Release the backing array; reading it afterwards is an error."""
+    def free(self, by: str) -> None:
+        """Release the backing array; reading it afterwards is an error naming ``by``,
+        the graph pass that freed it (``forward(clear_buffer=True)`` ...)."""
         self._array = None
-        self._freed = True
+        self._freed_by = by
         self._cleared = True
 
     @property

@@ -101,7 +101,7 @@ def test_clear_buffer_frees_intermediates_and_reading_them_says_why():
     y.forward(clear_buffer=True)
     assert y.d == pytest.approx(8.0)
     np.testing.assert_allclose(kept.d, [3.0, 5.0])
-    with pytest.raises(DpnbError, match="freed by clear_buffer"):
+    with pytest.raises(DpnbError, match=r"freed by forward\(clear_buffer=True\)"):
         h.d
     y.forward()
     np.testing.assert_allclose(h.d, [2.0, 4.0])
@@ -116,6 +116,15 @@ def test_clear_no_need_grad_keeps_what_backward_reads():
     np.testing.assert_allclose(x.g, 8 * np.array([1.0, 2.0]))
 
 
+def test_reading_what_clear_no_need_grad_freed_names_that_flag():
+    x = leaf([1.0, 2.0])
+    h = F.mul_scalar(x, 2.0)      # add_scalar's backward does not read h
+    y = F.sum(F.add_scalar(h, 1.0))
+    y.forward(clear_no_need_grad=True)
+    with pytest.raises(DpnbError, match=r"freed by forward\(clear_no_need_grad=True\)"):
+        h.d
+
+
 def test_backward_clear_buffer_frees_intermediate_gradients():
     x = leaf([1.0, 2.0])
     h = F.mul_scalar(x, 2.0)
@@ -123,7 +132,7 @@ def test_backward_clear_buffer_frees_intermediate_gradients():
     y.forward()
     y.backward(clear_buffer=True)
     np.testing.assert_allclose(x.g, 8 * np.array([1.0, 2.0]))
-    with pytest.raises(DpnbError, match="freed"):
+    with pytest.raises(DpnbError, match=r"freed by backward\(clear_buffer=True\)"):
         h.d
 
 

@@ -157,7 +157,7 @@ def test_forward_all_clear_buffer_keeps_the_given_variables():
     nn.forward_all([a, b], clear_buffer=True)
     np.testing.assert_allclose(a.d, [3.0, 5.0])
     np.testing.assert_allclose(b.d, [9.0, 15.0])
-    with pytest.raises(DpnbError, match="freed by clear_buffer"):
+    with pytest.raises(DpnbError, match=r"freed by forward\(clear_buffer=True\)"):
         h.d
 
 
