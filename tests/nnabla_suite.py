@@ -127,6 +127,18 @@ def writable_copy(source: Path, target: Path) -> Path:
     return target
 
 
+def group(path: str) -> str:
+    """The folder of a test file under python/test ("" for the top level): each folder runs
+    in a pytest of its own, so that a conftest that fails to import stops only its folder."""
+    return path.rpartition("/")[0]
+
+
+def _last_error(log: str) -> str:
+    """The last ``E   ...`` line of a pytest log: what stopped a run that recorded nothing."""
+    errors = [line[1:].strip() for line in log.splitlines() if line.startswith("E ")]
+    return errors[-1][:300] if errors else log.strip()[-300:]
+
+
 def run(selection: str = "quick", files: list[str] | None = None,
         workdir: Path | None = None, timeout: float = 3600) -> Results:
     """Run nnabla's tests of ``selection`` (those in ``files`` only, where given) on dpnb."""
@@ -135,30 +147,34 @@ def run(selection: str = "quick", files: list[str] | None = None,
     if not (SUITE / "python" / "test").is_dir():
         raise FileNotFoundError(f"nnabla's test suite is not at {SUITE}; set DPNB_NNABLA_TESTS "
                                 "to the folder holding python/test and the results files")
-    expected = {nodeid: outcome for nodeid, outcome in nnabla_outcomes(selection).items()
-                if outcome == "passed" and (not files or nodeid.split("::")[0] in files)}
+    expected = [nodeid for nodeid, outcome in nnabla_outcomes(selection).items()
+                if outcome == "passed" and (not files or nodeid.split("::")[0] in files)]
+    paths = sorted({nodeid.split("::")[0] for nodeid in expected})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    start = time.monotonic()
+    logs, stopped = [], {}
     with tempfile.TemporaryDirectory(prefix="dpnb-nnabla-suite-", dir=workdir) as tmp:
         tests = writable_copy(SUITE / "python" / "test", Path(tmp) / "test")
         select, outcomes = Path(tmp) / "select.txt", Path(tmp) / "outcomes.jsonl"
         select.write_text("\n".join(expected) + "\n")
         outcomes.touch()
-        paths = sorted({nodeid.split("::")[0] for nodeid in expected})
-        command = [sys.executable, "-m", "pytest", "-p", "nnabla_suite_plugin",
-                   "--dpnb-select", str(select), "--dpnb-outcomes", str(outcomes),
-                   "-p", "no:cacheprovider", "-q", "--no-header", "-rN", "--tb=short",
-                   "--continue-on-collection-errors",
-                   "--timeout", str(TIMEOUT_PER_TEST), "--rootdir", str(tests), *paths]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-            "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-        start = time.monotonic()
-        try:
-            done = subprocess.run(command, cwd=tests, env=env, capture_output=True, text=True,
-                                  timeout=timeout)
-            log = done.stdout + done.stderr
-        except subprocess.TimeoutExpired as expired:
-            log = f"the run stopped at its {timeout} s timeout\n{expired.stdout or ''}"
-        seconds = time.monotonic() - start
+        for folder in sorted({group(path) for path in paths}):
+            command = [sys.executable, "-m", "pytest", "-p", "nnabla_suite_plugin",
+                       "--dpnb-select", str(select), "--dpnb-outcomes", str(outcomes),
+                       "-p", "no:cacheprovider", "-q", "--no-header", "-rN", "--tb=short",
+                       "--continue-on-collection-errors", "--timeout", str(TIMEOUT_PER_TEST),
+                       "--rootdir", str(tests), *[p for p in paths if group(p) == folder]]
+            left = timeout - (time.monotonic() - start)
+            try:
+                done = subprocess.run(command, cwd=tests, env=env, capture_output=True,
+                                      text=True, timeout=max(left, 1))
+                log = done.stdout + done.stderr
+            except subprocess.TimeoutExpired as expired:
+                log = f"stopped at the run's {timeout} s timeout\n{expired.stdout or ''}"
+            logs.append(log)
+            stopped[folder] = _last_error(log)
         recorded: dict[str, Outcome] = {}
         for line in outcomes.read_text().splitlines():
             record = json.loads(line)
@@ -168,10 +184,11 @@ def run(selection: str = "quick", files: list[str] | None = None,
                                                      record["reason"])
     results = []
     for nodeid in expected:  # a file that failed to import gives its tests its error
-        found = recorded.get(nodeid) or recorded.get(nodeid.split("::")[0])
+        path = nodeid.split("::")[0]
+        found = recorded.get(nodeid) or recorded.get(path)
         results.append(Outcome(nodeid, found.outcome, found.reason) if found else
-                       Outcome(nodeid, "not run", "the run ended before it"))
-    return Results(results, seconds, log[-3000:])
+                       Outcome(nodeid, "not run", stopped[group(path)]))
+    return Results(results, time.monotonic() - start, "\n".join(logs)[-3000:])
 
 
 def main(argv: list[str] | None = None) -> int:

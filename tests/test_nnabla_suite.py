@@ -7,7 +7,7 @@ import pytest
 
 import nnabla_suite
 
-CORE_FLOOR = 0
+CORE_FLOOR = 670
 
 
 @pytest.fixture(scope="module")
