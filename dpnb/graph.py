@@ -75,6 +75,31 @@ def no_grad(no_grad_: bool = True) -> Iterator[None]:
         _no_grad = previous
 
 
+class ClearFlags:
+    """What the graph passes released, function by function, while recording: per function
+    forward ran, its inputs' (data, grad) ``clear_called`` flags after its step; per
+    function backward ran, its outputs'.  nnabla's tests read them through
+    ``nnabla.testing.clear_called_flag_recorder``."""
+
+    def __init__(self):
+        self.inputs: list[list[tuple[bool, bool]]] = []
+        self.outputs: list[list[tuple[bool, bool]]] = []
+
+    @staticmethod
+    def of(variables: Sequence["Variable"]) -> list[tuple[bool, bool]]:
+        return [(x._data.clear_called, x._grad is not None and x._grad.clear_called)
+                for x in variables]
+
+
+_clear_flags: ClearFlags | None = None
+
+
+def record_clear_flags(record: ClearFlags | None) -> None:
+    """Record into ``record`` what the passes from now on release (None: stop recording)."""
+    global _clear_flags
+    _clear_flags = record
+
+
 def set_global_recompute(recompute: bool) -> None:
     """The ``recompute`` flag of the variables created from now on (nnabla's default: False)."""
     global _recompute
@@ -627,7 +652,8 @@ class _Schedule:
         if self.device_context is not None:
             self.device_context.use_device()
         clearing = clear_buffer or clear_no_need_grad
-        if not (clearing or pre or post):
+        record = _clear_flags
+        if not (clearing or pre or post or record):
             for fn in self.order:
                 fn._run_forward()
             return
@@ -643,6 +669,8 @@ class _Schedule:
                 for x in frees[step]:
                     if not x.persistent:
                         x._data.free(flag)
+            if record is not None:
+                record.inputs.append(ClearFlags.of(fn.inputs))
 
     def _frees_for(self, clear_buffer: bool) -> list[list[Variable]]:
         """Per step, the intermediates no later function reads (and, unless
@@ -761,6 +789,8 @@ class _Schedule:
                 for y in outputs:
                     if not y.persistent and y is not root:
                         y._data.free("backward(clear_buffer=True)")
+            if _clear_flags is not None:
+                _clear_flags.outputs.append(ClearFlags.of(outputs))
             if post is not None:
                 post(fn)
             for cb in callbacks:

@@ -27,11 +27,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dpnb"
 
 LAYERS = {
     "core": ["context", "ndarray", "graph", "storage", "parameter", "errors", "random", "fileio",
-             "proto", "logger", "monitor", "ext_utils", "extensions", "nnabla_alias", "data",
+             "proto", "logger", "monitor", "ext_utils", "extensions", "nnabla_alias", "data", "dtypes",
              "utils", "utils.data_source", "utils.data_source_implements",
              "utils.data_source_loader", "utils.data_iterator"],
-    "functions": ["functions", "parametric_functions", "solvers", "solver", "initializer",
-                  "models", "utils.function_specs", "utils.nnp_graph", "utils.save"],
+    "functions": ["functions", "function", "parametric_functions", "solvers", "solver",
+                  "initializer", "models", "utils.function_specs", "utils.converter",
+                  "utils.nnp_graph", "utils.save"],
     "communicators": ["communicators", "utils.communicator_util"],
     "cluster": ["cluster"],
     "notebook": ["notebook"],
