@@ -97,14 +97,47 @@ def test_softmax_cross_entropy_is_stable_for_large_scores():
 
 @pytest.mark.parametrize("labels, shown", [([0.0, 2.0, 1.0], "2.0"), ([0.0, 1.0, -1.0], "-1.0"),
                                            ([0.5, 1.0, 1.0], "0.5"), ([0, 1, 7], "7")])
-@pytest.mark.parametrize("fn", [F.softmax_cross_entropy, F.top_n_error])
-def test_labels_out_of_range_fail_at_forward(fn, labels, shown):
+def test_labels_out_of_range_fail_at_forward(labels, shown):
+    x = nn.Variable((3, 2))
+    t = nn.Variable.from_numpy_array(np.array(labels).reshape(3, 1))
+    y = F.top_n_error(x, t)
+    with pytest.raises(DpnbError, match=rf"target holds {shown}, but labels must be integers in "
+                                        r"\[0, 2\) for 2 classes on axis 1"):
+        y.forward()
+
+
+@pytest.mark.parametrize("labels, shown", [([0.0, 2.0, 1.0], "2.0"), ([0.5, 1.0, 1.0], "0.5"),
+                                           ([0, 1, 7], "7")])
+@pytest.mark.parametrize("fn", [F.softmax_cross_entropy, F.categorical_cross_entropy])
+def test_cross_entropy_labels_that_are_no_class_fail_at_forward(fn, labels, shown):
+    """nnabla 1.39 reads past the row for a label too large; dpnb says what is wrong."""
     x = nn.Variable((3, 2))
     t = nn.Variable.from_numpy_array(np.array(labels).reshape(3, 1))
     y = fn(x, t)
     with pytest.raises(DpnbError, match=rf"target holds {shown}, but labels must be integers in "
-                                        r"\[0, 2\) for 2 classes on axis 1"):
+                                        r"\[0, 2\) \(or negative, to leave a sample out\) for 2 "
+                                        r"classes on axis 1"):
         y.forward()
+
+
+@pytest.mark.parametrize("fn, probabilities", [(F.softmax_cross_entropy, False),
+                                               (F.categorical_cross_entropy, True)])
+def test_cross_entropy_leaves_out_samples_with_negative_labels(fn, probabilities, rng):
+    """As nnabla 1.39: a negative label gives loss 0 and no gradient; the other samples'
+    values and gradients (by central differences, float64) are unchanged."""
+    scores = rng.uniform(0.1, 1.0, (4, 3))
+    if probabilities:
+        scores /= scores.sum(axis=1, keepdims=True)
+    labels = np.array([[2], [-1], [0], [-7]])
+    y = check_grad(lambda v: fn(v, nn.Variable.from_numpy_array(labels)), [scores])
+    kept = np.where(labels >= 0, labels, 0)
+    p = scores if probabilities else np.exp(scores) / np.exp(scores).sum(axis=1, keepdims=True)
+    expected = np.where(labels >= 0, -np.log(np.take_along_axis(p, kept, axis=1)), 0)
+    np.testing.assert_allclose(y.d, expected, rtol=1e-12)
+    x = y.parent.inputs[0]
+    x.g = 0
+    y.backward(np.ones((4, 1)))
+    assert not x.g[[1, 3]].any() and x.g[[0, 2]].any(axis=1).all()
 
 
 @pytest.mark.parametrize("fn", [F.softmax_cross_entropy, F.top_n_error])
@@ -289,15 +322,6 @@ def test_categorical_cross_entropy_of_probability_zero_is_finite():
     y.backward(np.ones((1, 1)))
     np.testing.assert_allclose(y.d, [[-np.log(np.finfo(np.float32).tiny)]], rtol=1e-6)
     assert np.isfinite(x.g).all()
-
-
-def test_categorical_cross_entropy_rejects_a_label_that_is_no_class():
-    """nnabla 1.39 reads past the row for such a label; dpnb says what is wrong."""
-    y = F.categorical_cross_entropy(nn.Variable((2, 3)),
-                                    nn.Variable.from_numpy_array(np.array([[1], [3]])))
-    with pytest.raises(DpnbError, match=r"CategoricalCrossEntropy: target holds 3, but labels must "
-                                        r"be integers in \[0, 3\) for 3 classes on axis 1"):
-        y.forward()
 
 
 @pytest.mark.parametrize("delta", [1.0, 0.5, 2.0])

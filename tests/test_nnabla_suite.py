@@ -7,7 +7,7 @@ import pytest
 
 import nnabla_suite
 
-CORE_FLOOR = 670
+CORE_FLOOR = 697
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,10 @@ class _Labelled(Function):
     along ``axis`` (default: the last): the target has x's shape with size 1
     on that axis, and so has the output."""
 
+    # True: a negative label leaves its sample out (loss and gradient 0), as nnabla's
+    # cross entropies do; False: it is an error like any label that is no class
+    ignores_negative_labels = False
+
     def __init__(self, axis: int | None):
         self.axis = axis
 
@@ -34,31 +38,45 @@ class _Labelled(Function):
     def _labels(self, t, classes: int):
         """The target as int64 labels, or an error naming a value that is no class."""
         labels = t.astype(np.int64)
-        bad = (labels != t) | (labels < 0) | (labels >= classes)
+        low = -np.inf if self.ignores_negative_labels else 0
+        bad = (labels != t) | (labels < low) | (labels >= classes)
         if bool(bad.any()):
             value = t[bad][0].item()
+            negative = (" (or negative, to leave a sample out)"
+                        if self.ignores_negative_labels else "")
             raise self.error(f"target holds {value!r}, but labels must be integers in "
-                             f"[0, {classes}) for {classes} classes on axis {self.axis}; "
-                             "check the labels or the number of outputs")
+                             f"[0, {classes}){negative} for {classes} classes on axis "
+                             f"{self.axis}; check the labels or the number of outputs")
         return labels
+
+    def _picked(self, xp, x, labels):
+        """x at each sample's label along the axis (x's first class where the label is
+        negative), and where the labels are classes."""
+        kept = labels >= 0
+        return xp.take_along_axis(x, xp.where(kept, labels, 0), axis=self.axis), kept
 
 
 class SoftmaxCrossEntropy(_Labelled):
-    """-log softmax(x)[target] along an axis; the gradient goes to x only."""
+    """-log softmax(x)[target] along an axis (0 where the target is negative); the
+    gradient goes to x only."""
+
+    ignores_negative_labels = True
 
     def forward_arrays(self, xp, xs):
         x, t = xs
         labels = self._labels(t, x.shape[self.axis])
-        return (-xp.take_along_axis(log_softmax_of(xp, x, self.axis), labels, axis=self.axis),)
+        picked, kept = self._picked(xp, log_softmax_of(xp, x, self.axis), labels)
+        return (xp.where(kept, -picked, 0).astype(x.dtype),)
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x, t), (gy,) = xs, gys
         if not need_grads[0]:
             return (None, None)
+        labels = t.astype(np.int64)
         p = xp.exp(log_softmax_of(xp, x, self.axis))
         classes = xp.arange(x.shape[self.axis]).reshape(
             tuple(-1 if a == self.axis else 1 for a in range(x.ndim)))
-        return (gy * (p - (classes == t.astype(np.int64))), None)
+        return (xp.where(labels >= 0, gy, 0) * (p - (classes == labels)), None)
 
 
 def softmax_cross_entropy(x: Variable, target: Variable, axis: int | None = None,
@@ -194,20 +212,22 @@ def binary_cross_entropy(x: Variable, target: Variable,
 
 class CategoricalCrossEntropy(_Labelled):
     """-log x[target] for probabilities ``x`` along an axis (floored at the smallest
-    normal number); the gradient goes to x only."""
+    normal number; 0 where the target is negative); the gradient goes to x only."""
+
+    ignores_negative_labels = True
 
     def forward_arrays(self, xp, xs):
         x, t = xs
         labels = self._labels(t, x.shape[self.axis])
-        picked = xp.take_along_axis(x, labels, axis=self.axis)
-        return (-xp.log(xp.maximum(picked, _tiny(x.dtype))),)
+        picked, kept = self._picked(xp, x, labels)
+        return (xp.where(kept, -xp.log(xp.maximum(picked, _tiny(x.dtype))), 0).astype(x.dtype),)
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x, t), (gy,) = xs, gys
         if not need_grads[0]:
             return (None, None)
         labels = t.astype(np.int64)
-        picked = xp.take_along_axis(x, labels, axis=self.axis)
+        picked, _ = self._picked(xp, x, labels)
         classes = xp.arange(x.shape[self.axis]).reshape(
             tuple(-1 if a == self.axis else 1 for a in range(x.ndim)))
         return ((classes == labels) * (-gy / xp.maximum(picked, _tiny(x.dtype))), None)
