@@ -143,7 +143,8 @@ class Variable:
               grad: NdArray | None = None) -> None:
         self._data = data
         self._grad = grad
-        self.need_grad = need_grad
+        self._need_grad = need_grad
+        self._need_grad_set = False  # set on a function's output: it decides, not the leaves
         self.persistent = False
         # nnabla's flag for freeing this intermediate in forward and recomputing it in
         # backward; dpnb keeps the data (the same results, without the memory saved)
@@ -211,6 +212,20 @@ class Variable:
     @g.setter
     def g(self, value) -> None:
         self.grad.data = value
+
+    @property
+    def need_grad(self) -> bool:
+        return self._need_grad
+
+    @need_grad.setter
+    def need_grad(self, value: bool) -> None:
+        """Whether this variable gets a gradient.  Set on a function's output, it decides
+        from then on, as in nnabla: False stops backward there (the GAN idiom of
+        ``fake.need_grad = False``), True gives it a gradient whatever its inputs need."""
+        self._need_grad = bool(value)
+        if self._parent is not None:
+            self._need_grad_set = True
+            _graph_changed()
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -823,7 +838,8 @@ def _functions_in_order(roots: list[Variable]) -> list[Function]:
 
 def _grad_requirements(order: list[Function]) -> dict[int, bool]:
     """Which variables need a gradient now: leaves by their ``need_grad``,
-    intermediates when a differentiable function links them to such a leaf."""
+    intermediates when a differentiable function links them to such a leaf, or as
+    their ``need_grad`` says where it was set on them."""
     needs: dict[int, bool] = {}
     for fn in order:
         for x in fn.inputs:
@@ -831,5 +847,5 @@ def _grad_requirements(order: list[Function]) -> dict[int, bool]:
                 needs[id(x)] = x.need_grad
         flows = fn.differentiable and any(needs[id(x)] for x in fn.inputs)
         for y in fn.outputs:
-            needs[id(y)] = flows
+            needs[id(y)] = y._need_grad if y._need_grad_set else flows
     return needs

@@ -196,3 +196,7 @@ def test_function_object_errors_name_the_function():
     d = F.dropout(leaf(np.ones(8)), p=0.5)
     with pytest.raises(DpnbError, match="Dropout: recompute .* after setup_recompute"):
         d.parent.recompute(d.parent.inputs, [d])
+
+
+def test_need_grad_set_on_a_functions_output_decides_its_gradient():
+    assert_matches(graph.need_grad_on_outputs(nn, F), REC["need_grad_on_outputs"])

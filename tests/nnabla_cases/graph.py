@@ -324,6 +324,44 @@ def function_objects(nn, F) -> dict:
     return cases
 
 
+def need_grad_on_outputs(nn, F) -> dict:
+    """need_grad set on a function's output: False stops backward there (set after the
+    graph is built, or before building on it; the GAN idiom), True gives it a gradient."""
+    cases = {}
+    x = leaf(nn, [1.0, 2.0])
+    h = F.sin(x)
+    y = F.sum(F.cos(h))
+    h.need_grad = False
+    y.forward()
+    x.g = 0.0
+    y.backward()
+    cases["false_after_building"] = {"x_g": lists(x.g), "h_g": lists(h.g)}
+    h2 = F.sin(x)
+    h2.need_grad = False
+    y2 = F.sum(F.cos(h2))
+    y2.forward()
+    x.g = 0.0
+    y2.backward()
+    cases["false_before_building"] = {"y_need_grad": bool(y2.need_grad), "x_g": lists(x.g)}
+    w, dw = leaf(nn, [0.5]), leaf(nn, [2.0])
+    fake = F.mul2(x, F.broadcast(w, (2,)))
+    fake.need_grad = False
+    loss = F.sum(F.mul2(fake, F.broadcast(dw, (2,))))
+    loss.forward()
+    w.g, dw.g = 0.0, 0.0
+    loss.backward()
+    cases["gan_idiom"] = {"w_g": lists(w.g), "dw_g": lists(dw.g)}
+    a = leaf(nn, [1.0, 2.0], need_grad=False)
+    g = F.sin(a)
+    default = bool(g.need_grad)
+    g.need_grad = True
+    z = F.sum(F.cos(g))
+    z.forward()
+    z.backward()
+    cases["true_without_leaves"] = {"default": default, "g_g": lists(g.g)}
+    return cases
+
+
 def clearing(nn, F) -> dict:
     """Which intermediates a forward that clears frees (``clear_called``): F.sink's inputs
     are kept; so are the data backward reads, unless clear_buffer."""
@@ -364,4 +402,4 @@ def record(nn, F, inplace_of) -> dict:
                          **rank_and_references(nn, F), "visit": visit(nn, F)},
             "sink": sink(nn, F), "no_grad_forward_all": {**no_grad(nn, F), **forward_all(nn, F)},
             "ndarray": ndarrays(nn, F), "function_objects": function_objects(nn, F),
-            "clearing": clearing(nn, F)}
+            "need_grad_on_outputs": need_grad_on_outputs(nn, F), "clearing": clearing(nn, F)}
