@@ -565,8 +565,12 @@ class Function:
     def __str__(self) -> str:
         return self.name
 
-    def __call__(self, *inputs: Variable):
-        """Add this function to the graph; returns its output variable(s)."""
+    def __call__(self, *inputs: "Variable | NdArray"):
+        """Add this function to the graph; returns its output variable(s).  Called on
+        NdArrays (with or without variables), it computes at once, as nnabla does, and
+        returns NdArrays: no graph is built."""
+        if any(isinstance(x, NdArray) for x in inputs):
+            return self._compute_on_arrays(inputs)
         for i, x in enumerate(inputs):
             if not isinstance(x, Variable):
                 raise self.error(f"input {i} must be an nn.Variable, got {type(x).__name__}; "
@@ -596,6 +600,22 @@ class Function:
         if _auto_forward:
             self._run_forward()
         return self.outputs[0] if len(self.outputs) == 1 else tuple(self.outputs)
+
+    def _compute_on_arrays(self, inputs: Sequence["Variable | NdArray"]):
+        """This function computed on the arrays of ``inputs`` (variables' data, NdArrays
+        themselves, not copied): its outputs' NdArrays."""
+        variables = []
+        for x in inputs:
+            if isinstance(x, NdArray):
+                v = Variable.__new__(Variable)
+                v._init(x, False, None)
+                x = v
+            variables.append(x)
+        with auto_forward(), no_grad():  # eager and without gradients: links no graph
+            outputs = self(*variables)
+        if isinstance(outputs, Variable):
+            return outputs.data
+        return tuple(y.data for y in outputs)
 
     def _note_inputs(self) -> None:
         """Remember what ``setup`` saw, and whether inputs must move to this function's device."""

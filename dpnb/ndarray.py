@@ -49,8 +49,10 @@ class NdArray:
     __slots__ = ("_array", "_shape", "_size", "_dtype", "_xp", "_freed_by", "_cleared", "_pinned",
                  "owner")
 
-    def __init__(self, shape: int | Sequence[int] = (), *, dtype=None, xp: ModuleType | None = None,
+    def __init__(self, *shape: int | Sequence[int], dtype=None, xp: ModuleType | None = None,
                  owner: str = ""):
+        """``NdArray(shape)`` or, as nnabla also takes it, ``NdArray(2, 3)``."""
+        shape = shape[0] if len(shape) == 1 else shape
         if dtype is None or xp is None:
             ctx = get_current_context()
             dtype = ctx.dtype if dtype is None else dtype
@@ -166,6 +168,19 @@ class NdArray:
         self.data = arr
         return self
 
+    def narrow(self, dim: int, start: int, length: int) -> "NdArray":
+        """Rows ``start`` to ``start + length`` (axis 0, the only one nnabla narrows) as an
+        NdArray over the same memory."""
+        if dim != 0:
+            raise DpnbError(f"narrow: only axis 0 can be narrowed, as in nnabla; got dim={dim}")
+        if not (0 <= start and 0 <= length and start + length <= (self._shape or (0,))[0]):
+            raise DpnbError(f"narrow: rows {start} to {start + length} are outside axis 0 of "
+                            f"shape {self._shape}")
+        part = NdArray((length, *self._shape[1:]), dtype=self._dtype, xp=self._xp,
+                       owner=f"rows {start}:{start + length} of {self.owner or 'an array'}")
+        part.bind(self.data[start:start + length])
+        return part
+
     def bind(self, array) -> None:
         """Point this handle at ``array`` (no copy): used by the graph and flat storage."""
         self._array = array
@@ -248,6 +263,9 @@ class NdArray:
     def fill(self, value: float) -> None:
         """Set every element to ``value``."""
         self.data.fill(value)
+
+    def __pos__(self) -> "NdArray":
+        return self
 
     def __repr__(self) -> str:
         return f"<NdArray({self._shape}) dtype={self._dtype}>"

@@ -200,3 +200,7 @@ def test_function_object_errors_name_the_function():
 
 def test_need_grad_set_on_a_functions_output_decides_its_gradient():
     assert_matches(graph.need_grad_on_outputs(nn, F), REC["need_grad_on_outputs"])
+
+
+def test_ndarray_arithmetic_computes_at_once():
+    assert_matches(graph.ndarray_arithmetic(nn, F), REC["ndarray_arithmetic"])

@@ -362,6 +362,34 @@ def need_grad_on_outputs(nn, F) -> dict:
     return cases
 
 
+def ndarray_arithmetic(nn, F) -> dict:
+    """NdArrays with operators: computed at once into NdArrays (with a variable on either
+    side too), integers in float, in place with ``+=`` and its kin; F on NdArrays."""
+    def arr(values, dtype=np.float32):
+        return nn.NdArray.from_numpy_array(np.asarray(values, dtype))
+
+    a, i = arr([1.0, 2.0]), arr([1, 2], np.int32)
+    v = nn.Variable.from_numpy_array(np.array([3.0, 4.0], np.float32))
+    results = {"a + v": a + v, "v + a": v + a, "a - a": a - a, "a * 2": a * 2,
+               "2 - a": 2 - a, "-a": -a, "a ** 2": a ** 2, "2 ** a": 2 ** a, "a / v": a / v,
+               "3 / a": 3 / a, "i + 1": i + 1, "i / 2": i / 2, "F.exp(a)": F.exp(a),
+               "F.add2(a, v)": F.add2(a, v)}
+    cases = {name: {"type": type(r).__name__, "dtype": str(r.dtype), "values": lists(r.data)}
+             for name, r in results.items()}
+    b = arr([1.0, 2.0])
+    same = b
+    b += 1
+    b -= arr([0.5, 0.5])
+    b *= 3
+    b /= 2  # (nnabla makes a new array for **=, and for *= and /= by an NdArray)
+    cases["in_place"] = {"same_object": b is same, "values": lists(same.data)}
+    p = nn.Variable.from_numpy_array(np.array([1.0, 2.0], np.float32), need_grad=True)
+    p.g = [2.0, 4.0]
+    p.data -= p.grad * 0.25
+    cases["sgd_step"] = lists(p.d)
+    return cases
+
+
 def clearing(nn, F) -> dict:
     """Which intermediates a forward that clears frees (``clear_called``): F.sink's inputs
     are kept; so are the data backward reads, unless clear_buffer."""
@@ -402,4 +430,5 @@ def record(nn, F, inplace_of) -> dict:
                          **rank_and_references(nn, F), "visit": visit(nn, F)},
             "sink": sink(nn, F), "no_grad_forward_all": {**no_grad(nn, F), **forward_all(nn, F)},
             "ndarray": ndarrays(nn, F), "function_objects": function_objects(nn, F),
-            "need_grad_on_outputs": need_grad_on_outputs(nn, F), "clearing": clearing(nn, F)}
+            "need_grad_on_outputs": need_grad_on_outputs(nn, F), "clearing": clearing(nn, F),
+            "ndarray_arithmetic": ndarray_arithmetic(nn, F)}
