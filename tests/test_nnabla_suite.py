@@ -7,7 +7,7 @@ import pytest
 
 import nnabla_suite
 
-CORE_FLOOR = 697
+CORE_FLOOR = 763
 
 
 @pytest.fixture(scope="module")
