@@ -505,13 +505,18 @@ class Function:
                  accum: Sequence[bool] | None = None) -> None:
         """Compute the gradients of the ``inputs`` that need one from ``outputs``'
         gradients: added to what they hold where ``accum`` says True (the default),
-        written over it where False."""
+        written over it where False (zero, from a function that is not differentiable)."""
         accum = [True] * len(inputs) if accum is None else list(accum)
         if len(accum) != len(inputs):
             raise self.error(f"backward: accum needs one flag per input ({len(inputs)}), "
                              f"got {len(accum)}")
         need_grads = [x.need_grad for x in inputs]
         if not any(need_grads):
+            return
+        if not self.differentiable:  # its gradient is zero, as nnabla's is for these
+            for x, add, need in zip(inputs, accum, need_grads):
+                if need and not add:
+                    x.grad.zero()
             return
         xp = self.xp
         xs = ([to_module(x.data.data, xp) for x in inputs] if self.grad_depends_on_inputs

@@ -296,3 +296,29 @@ def test_assign_writes_dst():
 def test_bad_input(build, message):
     with pytest.raises(DpnbError, match=message):
         build(nn.Variable((2, 3)))
+
+
+def test_constant_takes_infinities_and_is_named_as_nnabla_names_it():
+    with nn.auto_forward():
+        y = F.constant(-np.inf, (2, 3))
+    assert np.isneginf(y.d).all() and y.parent.name == "Constant"
+    with pytest.raises(DpnbError, match="val must be a number, got 'x'"):
+        F.constant("x", (2,))
+
+
+def test_broadcast_takes_its_shape_as_a_numpy_array():
+    x = nn.Variable.from_numpy_array(np.arange(3.0).reshape(1, 3))
+    with nn.auto_forward():
+        y = F.broadcast(x, np.array([2, 3]))
+    np.testing.assert_array_equal(y.d, [[0, 1, 2], [0, 1, 2]])
+
+
+def test_backward_of_a_function_without_gradient_is_zero():
+    """nnabla's function objects give zero (F.shape): accumulated, or written with accum=False."""
+    x = nn.Variable.from_numpy_array(np.ones((2, 3)), need_grad=True)
+    y = F.shape(x)
+    x.g = 5.0
+    y.parent.backward([x], [y])
+    np.testing.assert_array_equal(x.g, 5.0)
+    y.parent.backward([x], [y], [False])
+    np.testing.assert_array_equal(x.g, 0.0)

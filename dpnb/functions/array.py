@@ -570,6 +570,10 @@ class Generated(Function):
         self.values = values
         self.type_name, self.args = type_name, args
 
+    @property
+    def name(self) -> str:
+        return self.type_name
+
     def output_specs(self, inputs):
         self.dtype = self.context.dtype
         return [(self.values.shape, self.dtype)]
@@ -603,7 +607,7 @@ def constant(val: float = 0, shape: Sequence[int] = (), n_outputs: int = -1,
              outputs=None) -> Variable:
     """An array of ``shape`` filled with ``val``."""
     default_outputs("F.constant", n_outputs, outputs)
-    val = number_of("F.constant", "val", val)
+    val = number_of("F.constant", "val", val, finite=False)  # -inf masks, as in nnabla
     size = shape_of("F.constant", shape)
     return Generated(np.full(size, val), "Constant", {"val": val, "shape": list(size)})()
 

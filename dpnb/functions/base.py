@@ -26,12 +26,14 @@ def _is_int(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
-def number_of(owner: Owner, name: str, value, integer: bool = False) -> float | int:
-    """A finite number argument as a Python float (an int with ``integer``)."""
+def number_of(owner: Owner, name: str, value, integer: bool = False,
+              finite: bool = True) -> float | int:
+    """A number argument as a Python float (an int with ``integer``), finite unless
+    ``finite`` is False."""
     kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
-    if not isinstance(value, kinds) or isinstance(value, bool) or not np.isfinite(value):
-        raise argument_error(owner, f"{name} must be {'an int' if integer else 'a finite number'}, "
-                                    f"got {value!r}")
+    if not isinstance(value, kinds) or isinstance(value, bool) or (finite and not np.isfinite(value)):
+        kind = "an int" if integer else "a finite number" if finite else "a number"
+        raise argument_error(owner, f"{name} must be {kind}, got {value!r}")
     return int(value) if integer else float(value)
 
 
@@ -94,7 +96,7 @@ def int_tuple(owner: Owner, name: str, value: Sequence[int] | None, length: int 
 
 def shape_of(owner: Owner, shape: Sequence[int], name: str = "shape") -> tuple[int, ...]:
     """A shape: a sequence of non-negative ints."""
-    given = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    given = tuple(shape) if isinstance(shape, (tuple, list, np.ndarray)) else (shape,)
     if not all(_is_int(s) and s >= 0 for s in given):
         raise argument_error(owner, f"{name} must be a sequence of ints >= 0, got {shape!r}")
     return tuple(int(s) for s in given)

@@ -287,7 +287,9 @@ def scatter_add(x0: Variable, indices: Variable, x1: Variable, axis: int | None 
 
 
 class OneHot(Function):
-    """One-hot arrays: the last axis of the integer input indexes an array of ``shape``."""
+    """One-hot arrays: the last axis of the integer input indexes an array of ``shape``;
+    as in nnabla, a negative index counts from the end, and a sample with an index
+    outside its axis gets an array of zeros."""
 
     differentiable = False
 
@@ -306,14 +308,16 @@ class OneHot(Function):
 
     def forward_arrays(self, xp, xs):
         (x,) = xs
-        where = tuple(_checked(self, xp, x[..., d], n, f"axis {d} of shape {self.shape}")
-                      for d, n in enumerate(self.shape))
         flat = xp.zeros((int(np.prod(x.shape[:-1], dtype=np.int64)), int(np.prod(self.shape))),
                         self.dtype)
         position = xp.zeros(x.shape[:-1], np.int64)
-        for w, n in zip(where, self.shape):
-            position = position * n + w
-        flat[xp.arange(flat.shape[0]), position.reshape(-1)] = 1
+        inside = xp.ones(x.shape[:-1], bool)
+        for d, n in enumerate(self.shape):
+            index = x[..., d].astype(np.int64)
+            index = xp.where(index < 0, index + n, index)
+            inside &= (index >= 0) & (index < n)
+            position = position * n + xp.clip(index, 0, n - 1)
+        flat[xp.arange(flat.shape[0]), position.reshape(-1)] = inside.reshape(-1)
         return (flat.reshape(self.outputs[0].shape),)
 
 
