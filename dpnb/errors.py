@@ -10,6 +10,11 @@ class DpnbError(RuntimeError):
     catch dpnb's clearer ones too."""
 
 
+class DpnbValueError(DpnbError, ValueError):
+    """A value that does not fit where it goes (an array whose shape does not broadcast
+    to a variable's): a ``ValueError`` too, as nnabla raises there."""
+
+
 class ExtensionUnavailableError(DpnbError, ImportError):
     """An extension ("cuda", "cudnn") this machine cannot run: an ImportError too,
     as nnabla raises where the extension is not installed, so that programs'

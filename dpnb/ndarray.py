@@ -11,7 +11,7 @@ from types import ModuleType
 import numpy as np
 
 from .context import Context, array_module_of, get_current_context, to_module
-from .errors import DpnbError
+from .errors import DpnbError, DpnbValueError
 
 _MODES = ("r", "w", "rw")
 
@@ -114,7 +114,8 @@ class NdArray:
 
     @data.setter
     def data(self, value) -> None:
-        """Copy ``value`` into the backing array, casting to its dtype."""
+        """Copy ``value`` into the backing array, broadcast to its shape and cast to its
+        dtype, as nnabla's assignments to ``.d`` and ``.g`` do."""
         if isinstance(value, NdArray):
             value = value.data
         if np.isscalar(value) or getattr(value, "ndim", None) == 0:
@@ -122,11 +123,13 @@ class NdArray:
             return
         value_xp = array_module_of(value) if hasattr(value, "shape") else np
         value = to_module(value_xp.asarray(value), self._xp)
-        if tuple(value.shape) != self._shape:
-            raise DpnbError(
+        try:
+            value = self._xp.broadcast_to(value, self._shape)
+        except ValueError:
+            raise DpnbValueError(
                 f"cannot assign an array of shape {tuple(value.shape)} to {self.owner or 'an array'} "
-                f"of shape {self._shape}; reshape the value, or create the variable with "
-                "the new shape")
+                f"of shape {self._shape}: it does not broadcast; reshape the value, or create "
+                "the variable with the new shape") from None
         self.data[...] = value
 
     def get_data(self, mode: str = "rw", dtype=None):

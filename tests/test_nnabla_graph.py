@@ -204,3 +204,7 @@ def test_need_grad_set_on_a_functions_output_decides_its_gradient():
 
 def test_ndarray_arithmetic_computes_at_once():
     assert_matches(graph.ndarray_arithmetic(nn, F), REC["ndarray_arithmetic"])
+
+
+def test_assignments_broadcast():
+    assert_matches(graph.assignments_broadcast(nn, F), REC["assignments_broadcast"])

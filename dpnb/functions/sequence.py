@@ -94,7 +94,8 @@ def pack_padded_sequence(padded_sequence: Variable, lengths: Variable, batch_fir
 
 class PadPackedSequence(Function):
     """A packed batch padded back (see the module) with ``padding_value``, to
-    ``total_length`` steps where given, and the length of each sequence (int32)."""
+    ``total_length`` steps where that is longer than the longest sequence, and the
+    length of each sequence (int32)."""
 
     def __init__(self, batch_first: bool, padding_value: float, total_length: int | None):
         self.batch_first = bool(batch_first)
@@ -119,11 +120,10 @@ class PadPackedSequence(Function):
                 ((batch,), np.dtype(np.int32))]
 
     def _padded_shape(self, steps: int, batch: int) -> tuple[int, ...]:
+        """Padded to the longest sequence, or to ``total_length`` where that is longer (a
+        shorter one pads to the longest, as in nnabla)."""
         if self.total_length is not None:
-            if self.total_length < steps:
-                raise self.error(f"total_length {self.total_length} is shorter than the longest "
-                                 f"sequence ({steps} steps); give at least {steps}")
-            steps = int(self.total_length)
+            steps = max(steps, int(self.total_length))
         return ((batch, steps) if self.batch_first else (steps, batch)) + self.rest
 
     def _mask(self, xp, batch_sizes):

@@ -390,6 +390,20 @@ def ndarray_arithmetic(nn, F) -> dict:
     return cases
 
 
+def assignments_broadcast(nn, F) -> dict:
+    """``.d`` and ``.g`` take any value that broadcasts to the variable's shape; one that
+    does not is a ValueError."""
+    v = nn.Variable((2, 4))
+    v.d = np.arange(4.0)
+    v.g = [[1.0], [2.0]]
+    try:
+        v.d = np.arange(8.0)
+        refused = "no"
+    except ValueError:
+        refused = "ValueError"
+    return {"d": lists(v.d), "g": lists(v.g), "not_broadcasting": refused}
+
+
 def clearing(nn, F) -> dict:
     """Which intermediates a forward that clears frees (``clear_called``): F.sink's inputs
     are kept; so are the data backward reads, unless clear_buffer."""
@@ -431,4 +445,5 @@ def record(nn, F, inplace_of) -> dict:
             "sink": sink(nn, F), "no_grad_forward_all": {**no_grad(nn, F), **forward_all(nn, F)},
             "ndarray": ndarrays(nn, F), "function_objects": function_objects(nn, F),
             "need_grad_on_outputs": need_grad_on_outputs(nn, F), "clearing": clearing(nn, F),
-            "ndarray_arithmetic": ndarray_arithmetic(nn, F)}
+            "ndarray_arithmetic": ndarray_arithmetic(nn, F),
+            "assignments_broadcast": assignments_broadcast(nn, F)}
