@@ -478,9 +478,10 @@ class Function:
                         need_grads: list[bool]) -> tuple:
         raise DpnbError(f"{self.name} has no gradient")
 
-    def error(self, message: str) -> DpnbError:
-        """An error naming this function, to raise from ``output_specs``."""
-        return DpnbError(f"{self.name}: {message}")
+    def error(self, message: str, kind: type[DpnbError] = DpnbError) -> DpnbError:
+        """An error naming this function, to raise from ``output_specs``; ``kind`` where
+        nnabla raises another class than RuntimeError (``DpnbValueError``)."""
+        return kind(f"{self.name}: {message}")
 
     # -- nnabla's surface: this function on variables given explicitly -----------
     def setup(self, inputs: Sequence[Variable], outputs: Sequence[Variable]) -> None:

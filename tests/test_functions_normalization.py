@@ -406,3 +406,10 @@ def test_pf_spectral_norm_parameter():
         "spectral-norm/u": ((5,), False)}
     assert nn.get_parameters() == {}
     nn.clear_parameters()
+
+
+def test_batch_stat_false_without_running_statistics_is_a_value_error():
+    """nnabla raises ValueError here (its test_batch_normalization.py expects one)."""
+    x = nn.Variable((2, 3, 4))
+    with pytest.raises(ValueError, match="batch_stat=False normalizes with the running mean"):
+        F.batch_normalization(x, None, None, None, None, batch_stat=False)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..errors import DpnbValueError
 from ..graph import Function, Variable
 from .activation import relu
 from .base import (argument_error, axes_of, base_axis_of, default_outputs, kept_axes,
@@ -55,7 +56,7 @@ class BatchNormalization(Function):
                              "statistics to output otherwise")
         if not self.batch_stat and not {"mean", "variance"} <= set(self.roles):
             raise self.error("batch_stat=False normalizes with the running mean and variance, "
-                             "so both must be given, got None")
+                             "so both must be given, got None", DpnbValueError)
         self.count = x.size // max(1, int(np.prod(self.stat_shape)))
         # With the kept axes next to each other (the usual channel axis), x is seen as
         # (before, kept, after) and the statistics are products along its contiguous rows.
