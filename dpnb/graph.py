@@ -505,12 +505,14 @@ class Function:
     def backward(self, inputs: Sequence[Variable], outputs: Sequence[Variable],
                  accum: Sequence[bool] | None = None) -> None:
         """Compute the gradients of the ``inputs`` that need one from ``outputs``'
-        gradients: added to what they hold where ``accum`` says True (the default),
-        written over it where False (zero, from a function that is not differentiable)."""
-        accum = [True] * len(inputs) if accum is None else list(accum)
-        if len(accum) != len(inputs):
+        gradients: added to what they hold where ``accum`` says True (the default, also
+        for inputs past the flags given), written over it where False (zero, from a
+        function that is not differentiable)."""
+        accum = [] if accum is None else list(accum)
+        if len(accum) > len(inputs):
             raise self.error(f"backward: accum needs one flag per input ({len(inputs)}), "
                              f"got {len(accum)}")
+        accum += [True] * (len(inputs) - len(accum))  # nnabla's tests give fewer flags
         need_grads = [x.need_grad for x in inputs]
         if not any(need_grads):
             return

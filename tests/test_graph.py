@@ -329,3 +329,13 @@ def test_data_and_grad_setters_copy_values():
     x.data = nn.NdArray.from_numpy_array(np.array([4.0, 5.0]))
     x.grad = np.array([1.0, 2.0])
     assert x.d is view and x.d.tolist() == [4.0, 5.0] and x.g.tolist() == [1.0, 2.0]
+
+
+def test_function_backward_with_fewer_accum_flags_accumulates_the_rest():
+    a, b = leaf([1.0, 2.0]), leaf([3.0, 4.0])
+    y = F.mul2(a, b)
+    y.g = 1.0
+    a.g, b.g = 10.0, 10.0
+    y.parent.backward([a, b], [y], [False])
+    np.testing.assert_array_equal(a.g, [3.0, 4.0])      # written over
+    np.testing.assert_array_equal(b.g, [11.0, 12.0])    # added to
