@@ -267,6 +267,22 @@ class Variable:
         self._parent = func
         _graph_changed()
 
+    def rewire_on(self, var: "Variable") -> None:
+        """Put this variable in ``var``'s place: it becomes the output of ``var``'s function,
+        over ``var``'s arrays, and ``var`` is cut from that function.  A graph built on this
+        variable now runs on top of ``var``'s (nnabla's way of joining two graphs)."""
+        if not isinstance(var, Variable):
+            raise DpnbError(f"rewire_on expects an nn.Variable, got {type(var).__name__}")
+        if var.shape != self.shape:
+            raise DpnbError(f"rewire_on: this variable's shape {self.shape} differs from "
+                            f"{var.shape}, the shape of the variable it would replace")
+        self._data, self._grad = var._data, var.grad
+        fn = var._parent
+        if fn is not None:
+            fn.outputs[next(i for i, y in enumerate(fn.outputs) if y is var)] = self
+            self._parent, var._parent = fn, None
+        _graph_changed()
+
     @property
     def rank(self) -> int:
         """The depth of this variable in its graph: 0 for a leaf, else one more than

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DpnbError
-from ..graph import Function, Variable, auto_forward
+from ..errors import DpnbError, DpnbValueError
+from ..graph import Function, Variable
 from ..ndarray import NdArray
 from .array import reshape, transpose
 from .base import broadcast_shape, default_outputs, sum_to, variadic_keywords
@@ -207,30 +207,36 @@ def _dot_variables(a: Variable, b: Variable) -> Variable:
 
 
 def dot(a, b, out=None):
-    """NumPy's dot: of variables, a graph; of NdArrays, computed now; of anything else,
-    ``numpy.dot``.  ``out`` (an NdArray, with NdArray inputs) receives the result."""
-    if isinstance(a, Variable) and isinstance(b, Variable):
-        if out is not None:
-            raise DpnbError("F.dot: out= is not supported with variable inputs (nnabla rewires "
-                            "that variable); use the returned variable instead")
-        return _dot_variables(a, b)
-    if isinstance(a, NdArray) and isinstance(b, NdArray):
-        with auto_forward():
-            result = _dot_variables(Variable.from_numpy_array(a.data),
-                                    Variable.from_numpy_array(b.data)).data
-    elif isinstance(a, (Variable, NdArray)) or isinstance(b, (Variable, NdArray)):
-        raise DpnbError(f"F.dot needs two variables, two NdArrays or two arrays, got "
-                        f"{type(a).__name__} and {type(b).__name__}")
+    """NumPy's dot.  Of variables and NdArrays, built from dpnb's functions as nnabla does
+    (a graph of variables; computed at once, into an NdArray, where an NdArray takes
+    part); a number and one of them, their product; of anything else, ``numpy.dot``.
+    ``out``, of the result's type and shape, takes the result: an NdArray or a NumPy
+    array its values (cast to its dtype), a variable its place in the graph (``rewire_on``)."""
+    arrays = (Variable, NdArray)
+    if isinstance(a, arrays) and isinstance(b, arrays):
+        if isinstance(a, NdArray) or isinstance(b, NdArray):  # every step at once, on data
+            a, b = (x.data if isinstance(x, Variable) else x for x in (a, b))
+        result = _dot_variables(a, b)
+    elif isinstance(a, arrays) or isinstance(b, arrays):
+        result = a * b
     else:
         result = np.dot(a, b)
     if out is None:
         return result
-    if isinstance(out, NdArray) and isinstance(result, NdArray) and \
-            out.shape == result.shape and out.dtype == result.dtype:
+    kind = type(result) if isinstance(result, arrays) else np.ndarray
+    if not isinstance(out, kind) or tuple(out.shape) != tuple(np.shape(result)):
+        what = {Variable: "an nn.Variable", NdArray: "an nn.NdArray"}.get(kind, "a NumPy array")
+        raise DpnbValueError(
+            f"F.dot: out must be {what} of the result's shape {tuple(np.shape(result))}, got "
+            f"{type(out).__name__} {getattr(out, 'shape', '')} (nnabla ignores an out it "
+            "cannot write into)")
+    if isinstance(out, Variable):
+        out.rewire_on(result)
+    elif isinstance(out, NdArray):
         out.data = result.data
-        return None
-    raise DpnbError("F.dot: out must be an NdArray of the result's shape and dtype "
-                    f"(with NdArray inputs), got {type(out).__name__}")
+    else:
+        out[...] = result
+    return None
 
 
 def _einsum_terms(owner: "Einsum", equation: str, shapes: list) -> tuple[list[str], str]:
