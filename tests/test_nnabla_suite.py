@@ -7,7 +7,7 @@ import pytest
 
 import nnabla_suite
 
-CORE_FLOOR = 763
+CORE_FLOOR = 794
 
 
 @pytest.fixture(scope="module")
