@@ -6,6 +6,7 @@ The normalisers take the ``owner`` of the argument: a ``Function`` (its name sta
 the message) or a string such as ``"PF.batch_normalization"``."""
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Sequence
 
@@ -130,6 +131,15 @@ def variadic_keywords(owner: Owner, kw: dict, defaults: dict) -> list:
                                     f"input variables it takes {takes}")
     default_outputs(owner, kw.get("n_outputs", -1), kw.get("outputs"))
     return [kw.get(name, value) for name, value in defaults.items()]
+
+
+def add_at(xp, target, index, values) -> None:
+    """``target[index] += values`` with repeated indices adding up (NumPy's ``add.at``,
+    CuPy's ``scatter_add``)."""
+    if hasattr(xp.add, "at"):
+        xp.add.at(target, index, values)
+    else:
+        importlib.import_module("cupyx").scatter_add(target, index, values)
 
 
 def sum_to(g, shape: tuple[int, ...]):

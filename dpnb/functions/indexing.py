@@ -5,7 +5,6 @@ Indices are read as integers at each forward; one outside its axis raises a
 ``DpnbError`` (nnabla reads out of bounds silently in some of these, and on GPUs)."""
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -13,19 +12,10 @@ import numpy as np
 from ..errors import DpnbError
 from ..graph import Function, Variable
 from ..ndarray import NdArray
-from .base import default_outputs, one_axis, shape_of
+from .base import add_at, default_outputs, one_axis, shape_of
 
 __all__ = ["gather", "gather_nd", "scatter_nd", "scatter_add", "one_hot", "embed", "bool_fill",
            "bool_gather", "bool_scatter"]
-
-
-def _add_at(xp, target, index, values) -> None:
-    """``target[index] += values`` with repeated indices adding up (NumPy's ``add.at``,
-    CuPy's ``scatter_add``)."""
-    if hasattr(xp.add, "at"):
-        xp.add.at(target, index, values)
-    else:
-        importlib.import_module("cupyx").scatter_add(target, index, values)
 
 
 def _int_input(owner: Function, x: Variable, name: str) -> None:
@@ -114,7 +104,7 @@ class Gather(Function):
         g = gys[0].reshape((n,) + tuple(self.outputs[0].shape[self.b:]))
         g = g.transpose(tuple(int(a) for a in np.argsort(order)))
         gt = xp.zeros(moved, gys[0].dtype)
-        _add_at(xp, gt, (batch, index), g)
+        add_at(xp, gt, (batch, index), g)
         gx = xp.moveaxis(gt, 1, 1 + self.axis - self.b).reshape(self.x_shape)
         return (gx, None)
 
@@ -152,7 +142,7 @@ class GatherNd(Function):
         if not need_grads[0]:
             return (None, None)
         gx = xp.zeros(self.x_shape, gys[0].dtype)
-        _add_at(xp, gx, self._where(xp, xs[1]), gys[0])
+        add_at(xp, gx, self._where(xp, xs[1]), gys[0])
         return (gx, None)
 
 
@@ -200,7 +190,7 @@ class ScatterNd(Function):
         where = self._where(xp, idx)
         y = xs[2].copy() if self.has_out else xp.zeros(self.shape, data.dtype)
         if self.add:
-            _add_at(xp, y, where, data)
+            add_at(xp, y, where, data)
         else:
             y[where] = data
         if self.has_out:
@@ -269,7 +259,7 @@ class ScatterAdd(Function):
     def forward_arrays(self, xp, xs):
         x0, idx, x1 = xs
         y = x0.astype(self.outputs[0].dtype, copy=True)
-        _add_at(xp, y, self._where(xp, idx), x1[self._part()])
+        add_at(xp, y, self._where(xp, idx), x1[self._part()])
         return (y,)
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
@@ -349,7 +339,7 @@ class Embed(Function):
         if not need_grads[1]:
             return (None, None)
         gw = xp.zeros(self.w_shape, gys[0].dtype)
-        _add_at(xp, gw, self._ids(xp, xs[0]), gys[0])
+        add_at(xp, gw, self._ids(xp, xs[0]), gys[0])
         return (None, gw)
 
 

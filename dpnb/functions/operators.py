@@ -14,6 +14,7 @@ from ..ndarray import NdArray
 from .array import reshape
 from .math import (add2, add_scalar, div2, mul2, mul_scalar, pow2, pow_scalar, r_div_scalar,
                    r_pow_scalar, r_sub_scalar, sub2)
+from .subscript import get_item, set_item
 
 
 _OPERANDS = (Variable, NdArray)
@@ -76,11 +77,14 @@ IN_PLACE = {"__iadd__": "__add__", "__isub__": "__sub__", "__imul__": "__mul__",
 
 
 def install_variable_operators() -> None:
-    """Give ``Variable`` and ``NdArray`` their arithmetic operators, and ``Variable`` the
-    Reshape behind ``reshape``."""
+    """Give ``Variable`` and ``NdArray`` their arithmetic operators and subscripts, and
+    ``Variable`` the Reshape behind ``reshape``."""
     for name, operator in OPERATORS.items():
         setattr(Variable, name, operator)
         setattr(NdArray, name, _in_float(operator))
     for name, operator in IN_PLACE.items():
         setattr(NdArray, name, _in_place(OPERATORS[operator]))
+    for cls in (Variable, NdArray):
+        cls.__getitem__ = get_item
+        cls.__setitem__ = set_item
     install_reshape(reshape)

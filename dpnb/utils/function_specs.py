@@ -16,7 +16,7 @@ from .. import functions as F
 from ..errors import DpnbError
 from ..functions import (activation, array, attention, elementary, indexing, linalg, logic, loss,
                          math, nn, normalization, pooling, recurrent, reduction, sequence,
-                         stochastic)
+                         stochastic, subscript)
 from ..graph import Function, Variable
 
 Params = dict[str, object]
@@ -747,6 +747,9 @@ NOT_WRITABLE = {
     **dict.fromkeys((attention.AppendKey, attention.AttentionWeights, attention.AttentionOutput),
                     "a fused step of dpnb's multi_head_attention, which nnabla builds from "
                     "its primitive functions and has no type of its own for"),
+    **dict.fromkeys((subscript.GetItem, subscript.SetItem),
+                    "x[key] and x[key] = value in one step, which nnabla builds from Slice, "
+                    "Reshape and the gathers and has no type of its own for"),
 }
 
 

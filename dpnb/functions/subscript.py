@@ -1,0 +1,147 @@
+"""``x[key]`` and ``x[key] = value`` on variables and NdArrays, with NumPy's keys (ints,
+slices, ``None``, ``...``, integer and boolean arrays), as nnabla has them: on a variable,
+a function of the graph with its gradient; on an NdArray, computed at once.  An index
+array may itself be a variable (``H[train_mask]``): an input, read at each forward."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..context import to_module
+from ..graph import Function, Variable
+from ..ndarray import NdArray
+from .base import add_at, sum_to
+
+
+class _Key:
+    """A subscript with its variable parts taken out as inputs: ``parts`` holds each part,
+    an index variable replaced by its position among ``variables``."""
+
+    def __init__(self, key):
+        parts = key if isinstance(key, tuple) else (key,)
+        self.variables: list[Variable] = []
+        self.parts = []
+        for part in parts:
+            if isinstance(part, Variable):
+                self.parts.append(_Input(len(self.variables)))
+                self.variables.append(part)
+            elif isinstance(part, NdArray):
+                self.parts.append(np.asarray(part.data))
+            elif isinstance(part, (list, tuple)):
+                self.parts.append(np.asarray(part))
+            else:
+                self.parts.append(part)
+
+    def realized(self, xp, arrays: list) -> tuple:
+        """The key with the index variables' arrays (``arrays``) in place, on ``xp``."""
+        key = []
+        for part in self.parts:
+            if isinstance(part, _Input):
+                part = arrays[part.position]
+            if isinstance(part, np.ndarray) or hasattr(part, "__cuda_array_interface__"):
+                part = to_module(part, xp)
+                part = part if part.dtype == bool else part.astype(np.int64)
+            key.append(part)
+        return tuple(key)
+
+
+class _Input:
+    def __init__(self, position: int):
+        self.position = position
+
+
+def _shape_of_result(shape: tuple[int, ...], key: tuple) -> tuple[int, ...]:
+    """The shape NumPy gives ``array[key]`` for an array of ``shape`` (on a view of one byte)."""
+    view = np.lib.stride_tricks.as_strided(np.zeros((), np.int8), shape, (0,) * len(shape))
+    return view[key].shape
+
+
+class GetItem(Function):
+    """``x[key]``; the gradient adds the output's gradient back at the elements read."""
+
+    def __init__(self, key: _Key):
+        self.key = key
+
+    def output_specs(self, inputs):
+        x, *indices = inputs
+        key = self.key.realized(np, [index.d for index in indices])
+        try:
+            shape = _shape_of_result(x.shape, key)
+        except (IndexError, TypeError, ValueError) as e:
+            raise self.error(f"cannot index an array of shape {x.shape} with {key!r}: {e}") from None
+        return [(shape, x.dtype)]
+
+    def forward_arrays(self, xp, xs):
+        x, *indices = xs
+        y = x[self.key.realized(xp, indices)]
+        if y.shape != self.outputs[0].shape:
+            raise self.error(f"the index now selects {y.shape}, where it selected "
+                             f"{self.outputs[0].shape} when the graph was built (a boolean "
+                             "mask changed its count); index again after changing it")
+        return (xp.array(y),)
+
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
+        x, *indices = xs
+        gx = None
+        if need_grads[0]:
+            gx = xp.zeros(x.shape, gys[0].dtype)
+            add_at(xp, gx, self.key.realized(xp, indices), gys[0])
+        return (gx, *[None] * len(indices))
+
+
+class SetItem(Function):
+    """``x`` with ``x[key] = value``; the gradient goes to ``value`` from the elements set
+    and to ``x`` from the others."""
+
+    def __init__(self, key: _Key):
+        self.key = key
+
+    def output_specs(self, inputs):
+        x, value, *indices = inputs
+        key = self.key.realized(np, [index.d for index in indices])
+        try:
+            target = _shape_of_result(x.shape, key)
+            np.broadcast_shapes(value.shape, target)
+        except (IndexError, TypeError, ValueError) as e:
+            raise self.error(f"cannot set {key!r} of an array of shape {x.shape} to a value "
+                             f"of shape {value.shape}: {e}") from None
+        return [(x.shape, x.dtype)]
+
+    def forward_arrays(self, xp, xs):
+        x, value, *indices = xs
+        y = x.copy()
+        y[self.key.realized(xp, indices)] = value
+        return (y,)
+
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
+        (gy,) = gys
+        key = self.key.realized(xp, xs[2:])
+        gx = None
+        if need_grads[0]:
+            gx = gy.copy()
+            gx[key] = 0
+        gvalue = sum_to(gy[key], xs[1].shape) if need_grads[1] else None
+        return (gx, gvalue, *[None] * (len(xs) - 2))
+
+
+def get_item(x, key):
+    """``x[key]`` for a variable or an NdArray."""
+    key = _Key(key)
+    return GetItem(key)(x, *key.variables)
+
+
+def set_item(x, key, value) -> None:
+    """``x[key] = value``.  An NdArray changes in place.  A variable becomes the output of
+    the assignment, whose input is what the variable was: the graph built on the variable
+    from now on sees the new values, and gradients flow to ``value`` and to the rest."""
+    if isinstance(x, NdArray):
+        data = value.data if isinstance(value, NdArray) else value.d if isinstance(value, Variable) else value
+        key = _Key(key)
+        x.data[key.realized(x.xp, [v.d for v in key.variables])] = data
+        return
+    if not isinstance(value, Variable):
+        data = value.data if isinstance(value, NdArray) else np.asarray(value, x.dtype)
+        value = Variable.from_numpy_array(np.asarray(data, x.dtype))
+    before = Variable(x.shape, need_grad=x.need_grad, dtype=x.dtype)
+    before.rewire_on(x)
+    key = _Key(key)
+    x.rewire_on(SetItem(key)(before, value, *key.variables))
