@@ -361,6 +361,14 @@ class Variable:
     def __repr__(self) -> str:
         return f"<Variable({self.shape}, need_grad={self.need_grad}) at {id(self):#x}>"
 
+    def __eq__(self, other) -> bool:
+        """The same variable: the same data, as an unlinked variable and its origin are
+        (nnabla compares the variables underneath)."""
+        return isinstance(other, Variable) and other._data is self._data
+
+    def __hash__(self) -> int:
+        return id(self._data)
+
     # -- passes -----------------------------------------------------------
     def _plan(self) -> "_Schedule":
         schedule = self._schedule

@@ -234,15 +234,18 @@ def test_dot_of_ndarrays_and_arrays(rng):
     np.testing.assert_allclose(mixed.data, a @ b)
     np.testing.assert_allclose(F.dot(2.0, nn.NdArray.from_numpy_array(a)).data, 2 * a)
     with pytest.raises(ValueError, match=r"F.dot: out must be a NumPy array of the result's "
-                                         r"shape \(\), got float"):
+                                         r"shape \(\) and dtype float64, got float64"):
         F.dot(np.float64(2.0), np.float64(3.0), np.float64(0.0))
+    with pytest.raises(ValueError, match=r"out must be an nn.NdArray .* dtype float64, got NdArray"):
+        F.dot(nn.NdArray.from_numpy_array(a), nn.NdArray.from_numpy_array(b),
+              nn.NdArray.from_numpy_array(np.zeros((2, 4), np.float32)))
 
 
 def test_dot_into_a_variable_puts_it_in_the_results_place(rng):
     """nnabla's F.dot(a, b, out) with variables: out is rewired onto the result."""
     a, b = rng.randn(2, 3), rng.randn(3, 4)
     va, vb = nn.Variable.from_numpy_array(a, need_grad=True), nn.Variable.from_numpy_array(b)
-    out = nn.Variable((2, 4))
+    out = nn.Variable((2, 4), dtype=np.float64)
     assert F.dot(va, vb, out) is None
     loss = F.sum(F.mul_scalar(out, 2.0))
     loss.forward()
@@ -250,7 +253,7 @@ def test_dot_into_a_variable_puts_it_in_the_results_place(rng):
     loss.backward()
     np.testing.assert_allclose(va.g, 2 * np.ones((2, 4)) @ b.T)
     with pytest.raises(ValueError, match="out must be an nn.Variable of the result's shape"):
-        F.dot(va, vb, nn.Variable((4, 2)))
+        F.dot(va, vb, nn.Variable((4, 2), dtype=np.float64))
 
 
 def test_nonzero_takes_its_size_from_each_forward():

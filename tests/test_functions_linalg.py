@@ -1,7 +1,8 @@
 """Batched linear algebra beyond the nnabla cases: results against NumPy's own
-decompositions, float64 inputs, and bad input."""
+decompositions and matmul, float64 inputs, and bad input."""
 import numpy as np
 import pytest
+from gradcheck import check_grad
 
 import dpnb as nn
 import dpnb.functions as F
@@ -58,3 +59,16 @@ def test_singular_and_indefinite_matrices_are_refused():
 def test_caller_made_outputs_are_refused(fn):
     with pytest.raises(DpnbError, match="leave them at -1 and None"):
         fn(nn.Variable((1, 2, 2)), n_outputs=1)
+
+
+@pytest.mark.parametrize("shapes", [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)),
+                                    ((2, 1, 2, 3), (4, 3, 2)), ((5, 3), (2, 3, 4))], ids=repr)
+def test_matmul_is_numpys_on_variables_and_ndarrays(shapes, rng):
+    a, b = rng.randn(*shapes[0]), rng.randn(*shapes[1])
+    y = check_grad(lambda u, v: u @ v, [a, b])
+    np.testing.assert_allclose(y.d, a @ b, rtol=1e-12)
+    mixed = nn.NdArray.from_numpy_array(a) @ nn.Variable.from_numpy_array(b)
+    assert isinstance(mixed, nn.NdArray)
+    np.testing.assert_allclose(mixed.data, a @ b, rtol=1e-12)
+    with pytest.raises(ValueError, match=r"a @ b needs at least one dimension on each side"):
+        nn.Variable.from_numpy_array(a) @ nn.Variable.from_numpy_array(np.float64(2.0))

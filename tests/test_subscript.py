@@ -76,3 +76,4 @@ def test_set_item_on_an_ndarray_and_on_a_leaf_in_eager_mode():
     with nn.auto_forward():
         x[np.arange(4) > 1] = -1.0
     np.testing.assert_array_equal(x.d, [0.0, 1.0, -1.0, -1.0])
+

@@ -206,17 +206,23 @@ def _dot_variables(a: Variable, b: Variable) -> Variable:
     return affine(a, transpose(b, order), base_axis=a.ndim - 1)
 
 
+def _at_once_if_an_ndarray(a, b) -> tuple:
+    """``a`` and ``b``, as NdArrays (a variable's data) where either is one: then every
+    step of a product built from several functions computes at once on current data."""
+    if isinstance(a, NdArray) or isinstance(b, NdArray):
+        return tuple(x.data if isinstance(x, Variable) else x for x in (a, b))
+    return a, b
+
+
 def dot(a, b, out=None):
     """NumPy's dot.  Of variables and NdArrays, built from dpnb's functions as nnabla does
     (a graph of variables; computed at once, into an NdArray, where an NdArray takes
     part); a number and one of them, their product; of anything else, ``numpy.dot``.
-    ``out``, of the result's type and shape, takes the result: an NdArray or a NumPy
-    array its values (cast to its dtype), a variable its place in the graph (``rewire_on``)."""
+    ``out``, of the result's type, shape and dtype, takes the result: an NdArray or a
+    NumPy array its values, a variable its place in the graph (``rewire_on``)."""
     arrays = (Variable, NdArray)
     if isinstance(a, arrays) and isinstance(b, arrays):
-        if isinstance(a, NdArray) or isinstance(b, NdArray):  # every step at once, on data
-            a, b = (x.data if isinstance(x, Variable) else x for x in (a, b))
-        result = _dot_variables(a, b)
+        result = _dot_variables(*_at_once_if_an_ndarray(a, b))
     elif isinstance(a, arrays) or isinstance(b, arrays):
         result = a * b
     else:
@@ -224,12 +230,13 @@ def dot(a, b, out=None):
     if out is None:
         return result
     kind = type(result) if isinstance(result, arrays) else np.ndarray
-    if not isinstance(out, kind) or tuple(out.shape) != tuple(np.shape(result)):
+    if not isinstance(out, kind) or tuple(out.shape) != tuple(np.shape(result)) \
+            or out.dtype != np.result_type(result):
         what = {Variable: "an nn.Variable", NdArray: "an nn.NdArray"}.get(kind, "a NumPy array")
         raise DpnbValueError(
-            f"F.dot: out must be {what} of the result's shape {tuple(np.shape(result))}, got "
-            f"{type(out).__name__} {getattr(out, 'shape', '')} (nnabla ignores an out it "
-            "cannot write into)")
+            f"F.dot: out must be {what} of the result's shape {tuple(np.shape(result))} and "
+            f"dtype {np.result_type(result)}, got {type(out).__name__} "
+            f"{getattr(out, 'shape', '')} {getattr(out, 'dtype', '')}")
     if isinstance(out, Variable):
         out.rewire_on(result)
     elif isinstance(out, NdArray):
@@ -237,6 +244,27 @@ def dot(a, b, out=None):
     else:
         out[...] = result
     return None
+
+
+def matmul(a, b):
+    """``a @ b`` of variables or NdArrays, NumPy's matmul: ``dot`` for vectors and
+    matrices, and from three dimensions on, stacks of matrices with broadcast batch axes
+    (a vector counting as one row or column)."""
+    if a.ndim == 0 or b.ndim == 0:
+        raise DpnbValueError(f"a @ b needs at least one dimension on each side (NumPy's "
+                             f"matmul), got shapes {a.shape} and {b.shape}; use * for scalars")
+    if a.ndim <= 2 and b.ndim <= 2:
+        return dot(a, b)
+    a, b = _at_once_if_an_ndarray(a, b)
+    a_matrix = reshape(a, (1,) + a.shape) if a.ndim == 1 else a
+    b_matrix = reshape(b, b.shape + (1,)) if b.ndim == 1 else b
+    ndim = max(a_matrix.ndim, b_matrix.ndim)
+    a_matrix = reshape(a_matrix, (1,) * (ndim - a_matrix.ndim) + a_matrix.shape)
+    b_matrix = reshape(b_matrix, (1,) * (ndim - b_matrix.ndim) + b_matrix.shape)
+    product = batch_matmul(a_matrix, b_matrix)
+    shape = product.shape[:-2] + (product.shape[-2:-1] if a.ndim > 1 else ()) + \
+        (product.shape[-1:] if b.ndim > 1 else ())
+    return reshape(product, shape)
 
 
 def _einsum_terms(owner: "Einsum", equation: str, shapes: list) -> tuple[list[str], str]:

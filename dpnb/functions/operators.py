@@ -1,7 +1,7 @@
 """Variables' and NdArrays' arithmetic operators, installed on ``Variable`` and ``NdArray``
 by this package (as Chainer does), so that the graph below does not know the functions:
-``x + y`` is ``add2``, ``x + 1`` is ``add_scalar``, ``2 - x`` is ``r_sub_scalar``, as in
-nnabla.  With an NdArray on either side, the function computes at once and gives an
+``x + y`` is ``add2``, ``x + 1`` is ``add_scalar``, ``2 - x`` is ``r_sub_scalar``, ``x @ y``
+is NumPy's matmul, as in nnabla.  With an NdArray on either side, the function computes at once and gives an
 NdArray (``param.data -= param.grad * 0.001``); ``+=`` and its kin change an NdArray in place.
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ from ..ndarray import NdArray
 from .array import reshape
 from .math import (add2, add_scalar, div2, mul2, mul_scalar, pow2, pow_scalar, r_div_scalar,
                    r_pow_scalar, r_sub_scalar, sub2)
+from .linalg import matmul
 from .subscript import get_item, set_item
 
 
@@ -51,6 +52,7 @@ OPERATORS = {
     "__truediv__": _truediv, "__rtruediv__": r_div_scalar,
     "__pow__": _pow, "__rpow__": r_pow_scalar,
     "__neg__": _neg,
+    "__matmul__": matmul, "__rmatmul__": lambda x, other: matmul(other, x),
 }
 
 
