@@ -7,7 +7,7 @@ import pytest
 
 import nnabla_suite
 
-CORE_FLOOR = 794
+CORE_FLOOR = 810
 
 
 @pytest.fixture(scope="module")
