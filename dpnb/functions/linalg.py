@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DpnbError, DpnbValueError
+from ..errors import DpnbValueError
 from ..graph import Function, Variable
 from ..ndarray import NdArray
 from .array import reshape, transpose
