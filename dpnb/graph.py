@@ -367,6 +367,8 @@ class Variable:
         return isinstance(other, Variable) and other._data is self._data
 
     def __hash__(self) -> int:
+        """The identity of this variable's data (which ``rewire_on`` and ``x[key] = value``
+        replace: keep such a variable out of sets and dict keys across those)."""
         return id(self._data)
 
     # -- passes -----------------------------------------------------------
@@ -650,7 +652,8 @@ class Function:
         return tuple(y.data for y in outputs)
 
     def _note_inputs(self) -> None:
-        """Remember what ``setup`` saw, and whether inputs must move to this function's device."""
+        """Remember what ``output_specs`` saw, and whether inputs must move to this
+        function's device."""
         self._in_shapes = [x.shape for x in self.inputs]
         self._in_handles = [x._data for x in self.inputs]
         self._mixed = any(h.xp is not self._xp for h in self._in_handles)
