@@ -1,8 +1,9 @@
-"""Variables' and NdArrays' arithmetic operators, installed on ``Variable`` and ``NdArray``
-by this package (as Chainer does), so that the graph below does not know the functions:
-``x + y`` is ``add2``, ``x + 1`` is ``add_scalar``, ``2 - x`` is ``r_sub_scalar``, ``x @ y``
-is NumPy's matmul, as in nnabla.  With an NdArray on either side, the function computes at once and gives an
-NdArray (``param.data -= param.grad * 0.001``); ``+=`` and its kin change an NdArray in place.
+"""Variables' and NdArrays' arithmetic operators and subscripts, installed on ``Variable``
+and ``NdArray`` by this package (as Chainer does), so that the graph below does not know
+the functions: ``x + y`` is ``add2``, ``x + 1`` is ``add_scalar``, ``2 - x`` is
+``r_sub_scalar``, ``x @ y`` is NumPy's matmul, ``x[key]`` is ``get_item``, as in nnabla.
+With an NdArray on either side, the function computes at once and gives an NdArray
+(``param.data -= param.grad * 0.001``); ``+=`` and its kin change an NdArray in place.
 """
 from __future__ import annotations
 
@@ -12,11 +13,10 @@ from ..context import get_current_context
 from ..graph import Variable, install_reshape
 from ..ndarray import NdArray
 from .array import reshape
+from .linalg import matmul
 from .math import (add2, add_scalar, div2, mul2, mul_scalar, pow2, pow_scalar, r_div_scalar,
                    r_pow_scalar, r_sub_scalar, sub2)
-from .linalg import matmul
 from .subscript import get_item, set_item
-
 
 _OPERANDS = (Variable, NdArray)
 
