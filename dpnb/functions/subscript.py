@@ -67,7 +67,8 @@ class GetItem(Function):
         try:
             shape = _shape_of_result(x.shape, key)
         except (IndexError, TypeError, ValueError) as e:
-            raise self.error(f"cannot index an array of shape {x.shape} with {key!r}: {e}") from None
+            raise self.error(f"cannot index an array of shape {x.shape} with {key!r}: "
+                             f"{e}") from None
         return [(shape, x.dtype)]
 
     def forward_arrays(self, xp, xs):
@@ -123,6 +124,13 @@ class SetItem(Function):
         return (gx, gvalue, *[None] * (len(xs) - 2))
 
 
+def _values(value):
+    """The array behind ``value`` (a variable's or an NdArray's data), or ``value`` itself."""
+    if isinstance(value, Variable):
+        return value.d
+    return value.data if isinstance(value, NdArray) else value
+
+
 def get_item(x, key):
     """``x[key]`` for a variable or an NdArray."""
     key = _Key(key)
@@ -134,13 +142,11 @@ def set_item(x, key, value) -> None:
     the assignment, whose input is what the variable was: the graph built on the variable
     from now on sees the new values, and gradients flow to ``value`` and to the rest."""
     if isinstance(x, NdArray):
-        data = value.data if isinstance(value, NdArray) else value.d if isinstance(value, Variable) else value
         key = _Key(key)
-        x.data[key.realized(x.xp, [v.d for v in key.variables])] = data
+        x.data[key.realized(x.xp, [v.d for v in key.variables])] = _values(value)
         return
     if not isinstance(value, Variable):
-        data = value.data if isinstance(value, NdArray) else np.asarray(value, x.dtype)
-        value = Variable.from_numpy_array(np.asarray(data, x.dtype))
+        value = Variable.from_numpy_array(np.asarray(_values(value), x.dtype))
     before = Variable(x.shape, need_grad=x.need_grad, dtype=x.dtype)
     before.rewire_on(x)
     key = _Key(key)
