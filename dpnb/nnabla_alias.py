@@ -20,6 +20,9 @@ from .errors import DpnbError
 logger = logging.getLogger(__name__)
 
 ROOTS = {"nnabla": "dpnb", "nnabla_ext": "dpnb.extensions"}
+# nnabla modules whose dpnb namesake is something else: importing them is an error.
+UNRELATED = {"nnabla.models": "nnabla's pretrained models, which download their weights, "
+                              "are not part of dpnb (dpnb.models is dpnb's own, unrelated)"}
 
 
 def dpnb_name(fullname: str) -> str | None:
@@ -30,6 +33,12 @@ def dpnb_name(fullname: str) -> str | None:
     if target is None:
         return None
     return f"{target}{dot}{rest}"
+
+
+def unrelated_reason(fullname: str) -> str | None:
+    """Why the nnabla module ``fullname`` is not its dpnb namesake, or None where it is."""
+    return next((why for prefix, why in UNRELATED.items()
+                 if fullname == prefix or fullname.startswith(prefix + ".")), None)
 
 
 class _AliasLoader(importlib.abc.Loader):
@@ -55,6 +64,10 @@ class _NnablaFinder(importlib.abc.MetaPathFinder):
         name = dpnb_name(fullname)
         if name is None:
             return None
+        unrelated = unrelated_reason(fullname)
+        if unrelated is not None:
+            raise ModuleNotFoundError(f"No module named {fullname!r}: {unrelated}",
+                                      name=fullname)
         spec = importlib.util.find_spec(name)
         if spec is None:
             raise ModuleNotFoundError(
@@ -117,8 +130,9 @@ def _alias_loaded_modules() -> None:
     ``nnabla.logger`` is the Logger, as in nnabla, not the module ``dpnb.logger``."""
     for root, target in ROOTS.items():
         for name, module in list(sys.modules.items()):
-            if name.startswith(target + "."):
-                sys.modules.setdefault(root + name[len(target):], module)
+            alias = root + name[len(target):]
+            if name.startswith(target + ".") and unrelated_reason(alias) is None:
+                sys.modules.setdefault(alias, module)
 
 
 def use_as_nnabla_unless_installed() -> bool:

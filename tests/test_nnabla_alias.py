@@ -60,6 +60,25 @@ def test_a_module_dpnb_lacks_is_a_module_not_found_error_naming_it():
     assert "dpnb" in message and "'dpnb.experimental'" in message
 
 
+def test_nnabla_models_is_not_dpnbs_models():
+    """nnabla.models holds nnabla's pretrained networks; dpnb.models is unrelated."""
+    result = python("""
+        import dpnb.models
+        import dpnb
+        dpnb.use_as_nnabla()
+        import sys
+        assert "nnabla.models" not in sys.modules
+        try:
+            from nnabla.models.imagenet import ResNet18
+        except ModuleNotFoundError as e:
+            print(e.name, "|", e)
+    """)
+    assert result.returncode == 0, result.stderr
+    name, message = result.stdout.split("|")
+    assert name.strip() == "nnabla.models"
+    assert "pretrained models" in message and "dpnb.models is dpnb's own" in message
+
+
 def test_without_the_hook_nnabla_is_not_importable():
     result = python("import dpnb\ntry:\n import nnabla\nexcept ImportError:\n print('absent')")
     assert result.stdout.strip() == "absent", result.stderr
