@@ -267,6 +267,17 @@ class Variable:
         self._parent = func
         _graph_changed()
 
+    def clear_all_graph_links(self) -> None:
+        """Cut every link of the graph up to this variable: each of its variables becomes
+        a leaf, keeping its data (nnabla's truncation of backpropagation through time)."""
+        for fn in _functions_in_order([self]):
+            for y in fn.outputs:
+                y._parent = None
+            for x in fn.inputs:
+                if x._consumers is not None:
+                    x._consumers.discard(fn)
+        _graph_changed()
+
     def rewire_on(self, var: "Variable") -> None:
         """Put this variable in ``var``'s place: it becomes the output of ``var``'s function,
         over ``var``'s arrays, and ``var`` is cut from that function.  A graph built on this

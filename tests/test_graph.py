@@ -339,3 +339,17 @@ def test_function_backward_with_fewer_accum_flags_accumulates_the_rest():
     y.parent.backward([a, b], [y], [False])
     np.testing.assert_array_equal(a.g, [3.0, 4.0])      # written over
     np.testing.assert_array_equal(b.g, [11.0, 12.0])    # added to
+
+
+def test_clear_all_graph_links_leaves_every_variable_a_leaf_with_its_data():
+    x = leaf([1.0, 2.0])
+    h = F.mul_scalar(x, 2.0)
+    loss = F.sum(F.sin(h))
+    loss.forward()
+    loss.clear_all_graph_links()
+    assert h.parent is None and loss.parent is None and x.function_references == []
+    np.testing.assert_allclose(h.d, [2.0, 4.0])
+    y = F.sum(h)                   # a graph built on h now starts there
+    y.forward()
+    y.backward()
+    assert y.d == pytest.approx(6.0) and not x.g.any()
