@@ -48,6 +48,7 @@ LEFT_OUT = {
 }
 DOUBLE_BACKWARD = r"_double_backward|^test_grad\.py"
 SEVERITY = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+CONFTEST_FAILED = 4  # pytest's exit status when a conftest cannot be imported
 
 
 def family(nodeid: str) -> str:
@@ -69,7 +70,7 @@ def nnabla_outcomes(selection: str) -> dict[str, str]:
 @dataclass
 class Outcome:
     nodeid: str
-    outcome: str   # passed, failed, error, skipped, or "not run" (the run ended first)
+    outcome: str   # passed, failed, error, skipped, or "not run" (the run stopped first)
     reason: str = ""
 
     @property
@@ -154,7 +155,7 @@ def run(selection: str = "quick", files: list[str] | None = None,
         [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
         "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     start = time.monotonic()
-    logs, stopped = [], {}
+    logs, unrecorded = [], {}
     with tempfile.TemporaryDirectory(prefix="dpnb-nnabla-suite-", dir=workdir) as tmp:
         tests = writable_copy(SUITE / "python" / "test", Path(tmp) / "test")
         select, outcomes = Path(tmp) / "select.txt", Path(tmp) / "outcomes.jsonl"
@@ -171,10 +172,13 @@ def run(selection: str = "quick", files: list[str] | None = None,
                 done = subprocess.run(command, cwd=tests, env=env, capture_output=True,
                                       text=True, timeout=max(left, 1))
                 log = done.stdout + done.stderr
+                # pytest's usage error (4): a conftest of the folder failed to import
+                outcome = "error" if done.returncode == CONFTEST_FAILED else "not run"
             except subprocess.TimeoutExpired as expired:
                 log = f"stopped at the run's {timeout} s timeout\n{expired.stdout or ''}"
+                outcome = "not run"
             logs.append(log)
-            stopped[folder] = _last_error(log)
+            unrecorded[folder] = (outcome, _last_error(log))
         recorded: dict[str, Outcome] = {}
         for line in outcomes.read_text().splitlines():
             record = json.loads(line)
@@ -183,11 +187,11 @@ def run(selection: str = "quick", files: list[str] | None = None,
                 recorded[record["nodeid"]] = Outcome(record["nodeid"], record["outcome"],
                                                      record["reason"])
     results = []
-    for nodeid in expected:  # a file that failed to import gives its tests its error
+    for nodeid in expected:  # a file or conftest that failed to import gives its tests its error
         path = nodeid.split("::")[0]
         found = recorded.get(nodeid) or recorded.get(path)
         results.append(Outcome(nodeid, found.outcome, found.reason) if found else
-                       Outcome(nodeid, "not run", stopped[group(path)]))
+                       Outcome(nodeid, *unrecorded[group(path)]))
     return Results(results, time.monotonic() - start, "\n".join(logs)[-3000:])
 
 

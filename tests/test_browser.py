@@ -96,7 +96,7 @@ def test_tutorial_restart_and_run_all(lab, page, name):
           f"opening it to the last cell done {done - opening:.1f} s (clearing outputs included)")
     assert steps.errors(page) == {}
     training = next(i for i, c in enumerate(nb["cells"]) if "report(step" in "".join(c["source"]))
-    bars = steps.progress_bars(page, training)
+    bars = steps.progress_bars(page, training, until="100/100")
     assert len(bars) == 1 and "100/100" in bars[0], f"training cell: progress {bars}"
     curve = steps.images(page, training)
     assert len(curve) == 1, f"training cell: {len(curve)} loss curves"

@@ -136,10 +136,17 @@ def output_text(page, index: int) -> str:
     return cells(page).nth(index).locator(".jp-OutputArea").inner_text()
 
 
-def progress_bars(page, index: int) -> list[str]:
-    """The text beside each progress bar widget (tqdm's) in cell ``index``'s outputs."""
-    return cells(page).nth(index).locator(
-        ".jp-OutputArea-output .widget-hbox:has(.widget-hprogress)").all_inner_texts()
+def progress_bars(page, index: int, until: str = "", timeout: float = 15) -> list[str]:
+    """The text beside each progress bar widget (tqdm's) in cell ``index``'s outputs; with
+    ``until``, once a bar shows that text or ``timeout`` s have passed (widgets render after
+    their comm messages, which a loaded machine may deliver after the kernel went idle)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        bars = cells(page).nth(index).locator(
+            ".jp-OutputArea-output .widget-hbox:has(.widget-hprogress)").all_inner_texts()
+        if not until or any(until in bar for bar in bars) or time.monotonic() > deadline:
+            return bars
+        time.sleep(0.25)
 
 
 def wait_cell_done(page, index: int, timeout: float) -> float:
