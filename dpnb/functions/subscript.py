@@ -45,6 +45,8 @@ class _Key:
 
 
 class _Input:
+    """The place of an index variable in a key: its position among the key's variables."""
+
     def __init__(self, position: int):
         self.position = position
 
