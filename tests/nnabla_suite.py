@@ -24,6 +24,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,8 +144,6 @@ def _last_error(log: str) -> str:
 def run(selection: str = "quick", files: list[str] | None = None,
         workdir: Path | None = None, timeout: float = 3600) -> Results:
     """Run nnabla's tests of ``selection`` (those in ``files`` only, where given) on dpnb."""
-    import time
-
     if not (SUITE / "python" / "test").is_dir():
         raise FileNotFoundError(f"nnabla's test suite is not at {SUITE}; set DPNB_NNABLA_TESTS "
                                 "to the folder holding python/test and the results files")
