@@ -614,10 +614,10 @@ class Function:
         """Add this function to the graph; returns its output variable(s).  Called on
         NdArrays (with or without variables), it computes at once, as nnabla does, and
         returns NdArrays: no graph is built."""
-        if any(isinstance(x, NdArray) for x in inputs):
-            return self._compute_on_arrays(inputs)
         for i, x in enumerate(inputs):
             if not isinstance(x, Variable):
+                if any(isinstance(v, NdArray) for v in inputs):
+                    return self._compute_on_arrays(inputs)
                 raise self.error(f"input {i} must be an nn.Variable, got {type(x).__name__}; "
                                  "wrap arrays with nn.Variable.from_numpy_array(...)")
         self.context = ctx = get_current_context()

@@ -72,3 +72,5 @@ def test_matmul_is_numpys_on_variables_and_ndarrays(shapes, rng):
     np.testing.assert_allclose(mixed.data, a @ b, rtol=1e-12)
     with pytest.raises(ValueError, match=r"a @ b needs at least one dimension on each side"):
         nn.Variable.from_numpy_array(a) @ nn.Variable.from_numpy_array(np.float64(2.0))
+    with pytest.raises(ValueError, match=r"got shapes \(\) and"):
+        2.0 @ nn.Variable.from_numpy_array(b)

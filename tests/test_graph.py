@@ -353,3 +353,24 @@ def test_clear_all_graph_links_leaves_every_variable_a_leaf_with_its_data():
     y.forward()
     y.backward()
     assert y.d == pytest.approx(6.0) and not x.g.any()
+
+
+def test_rewire_on_refuses_what_it_cannot_replace():
+    x = leaf([1.0, 2.0])
+    with pytest.raises(DpnbError, match=r"rewire_on: this variable's shape \(3,\) differs "
+                                        r"from \(2,\)"):
+        nn.Variable((3,)).rewire_on(F.sin(x))
+    with pytest.raises(DpnbError, match="rewire_on expects an nn.Variable, got ndarray"):
+        nn.Variable((2,)).rewire_on(np.zeros(2))
+
+
+def test_narrow_shares_rows_and_refuses_what_nnabla_cannot_narrow():
+    a = nn.NdArray.from_numpy_array(np.arange(12.0).reshape(4, 3))
+    b = a.narrow(0, 1, 2)
+    b.fill(-1.0)
+    np.testing.assert_array_equal(a.data[1:3], -1.0)
+    np.testing.assert_array_equal(a.data[[0, 3]], [[0, 1, 2], [9, 10, 11]])
+    with pytest.raises(DpnbError, match="narrow: only axis 0 can be narrowed"):
+        a.narrow(1, 0, 1)
+    with pytest.raises(DpnbError, match=r"narrow: rows 3 to 5 are outside axis 0 of shape \(4, 3\)"):
+        a.narrow(0, 3, 2)

@@ -77,3 +77,10 @@ def test_set_item_on_an_ndarray_and_on_a_leaf_in_eager_mode():
         x[np.arange(4) > 1] = -1.0
     np.testing.assert_array_equal(x.d, [0.0, 1.0, -1.0, -1.0])
 
+
+
+def test_a_value_that_does_not_fit_the_key_names_both():
+    y = F.mul_scalar(nn.Variable((3, 4)), 2.0)
+    with pytest.raises(DpnbError, match=r"SetItem: cannot set .* of an array of shape \(3, 4\) "
+                                        r"to a value of shape \(3,\)"):
+        y[0] = nn.Variable((3,))

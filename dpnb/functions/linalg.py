@@ -250,9 +250,10 @@ def matmul(a, b):
     """``a @ b`` of variables or NdArrays, NumPy's matmul: ``dot`` for vectors and
     matrices, and from three dimensions on, stacks of matrices with broadcast batch axes
     (a vector counting as one row or column)."""
-    if a.ndim == 0 or b.ndim == 0:
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
         raise DpnbValueError(f"a @ b needs at least one dimension on each side (NumPy's "
-                             f"matmul), got shapes {a.shape} and {b.shape}; use * for scalars")
+                             f"matmul), got shapes {np.shape(a)} and {np.shape(b)}; use * for "
+                             "scalars")
     if a.ndim <= 2 and b.ndim <= 2:
         return dot(a, b)
     a, b = _at_once_if_an_ndarray(a, b)
