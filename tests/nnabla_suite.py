@@ -48,12 +48,18 @@ LEFT_OUT = {
                   r"|::test_pf_deformable",
 }
 DOUBLE_BACKWARD = r"_double_backward|^test_grad\.py"
+# Tests whose own code calls what NumPy 2 removed (np.product, np.reshape(newshape=)): the
+# suite's README counts them as not applicable, since dpnb needs NumPy 2.
+NUMPY1_ONLY = (r"^function/test_transpose\.py::test_transpose_forward_backward\b"
+               r"|^function/test_scatter_add\.py::test_forward_backward")
 SEVERITY = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
 CONFTEST_FAILED = 4  # pytest's exit status when a conftest cannot be imported
 
 
 def family(nodeid: str) -> str:
-    """"core", "double backward", or the left-out family ``nodeid`` belongs to."""
+    """"core", "double backward", "NumPy 1 only", or the left-out family of ``nodeid``."""
+    if re.search(NUMPY1_ONLY, nodeid):
+        return "NumPy 1 only"
     for name, pattern in LEFT_OUT.items():
         if re.search(pattern, nodeid):
             return name
@@ -95,7 +101,7 @@ class Results:
     def report(self) -> str:
         """Per family and per file: run, passed, failed; each file's commonest reasons."""
         lines = [f"nnabla's tests that the real nnabla passes, on dpnb ({self.seconds:.0f} s):"]
-        names = ["core", "double backward", *LEFT_OUT]
+        names = ["core", "double backward", "NumPy 1 only", *LEFT_OUT]
         for name in names:
             group = self.of({name})
             if group:
