@@ -26,14 +26,16 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "dpnb"
 
 LAYERS = {
-    "core": ["context", "ndarray", "graph", "storage", "parameter", "errors", "random", "fileio",
+    "core": ["context", "ndarray", "graph", "storage", "parameter", "errors", "random", "fileio", "config",
              "proto", "logger", "monitor", "ext_utils", "extensions", "nnabla_alias", "data", "dtypes",
              "utils", "utils.data_source", "utils.data_source_implements",
-             "utils.data_source_loader", "utils.data_iterator"],
-    "functions": ["functions", "function", "normalization_functions", "parametric_functions",
+             "utils.data_source_loader", "utils.data_iterator", "utils.image_utils",
+             "utils.get_file_handle", "utils.nnp_format", "utils.progress", "utils.create_cache"],
+    "functions": ["functions", "function", "function_bases", "normalization_functions", "parametric_functions",
                   "solvers", "solver",
                   "initializer", "models", "utils.function_specs", "utils.converter",
-                  "utils.nnp_graph", "utils.save"],
+                  "utils.nnp_graph", "utils.save", "utils.load", "utils.load_function", "utils.rnn",
+                  "core"],
     "communicators": ["communicators", "utils.communicator_util"],
     "cluster": ["cluster"],
     "notebook": ["notebook"],

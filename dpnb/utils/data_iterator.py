@@ -1,6 +1,7 @@
 """nnabla's ``DataIterator``: mini-batches from a ``DataSource``, epoch after epoch,
 with nnabla 1.39's wrap-around, shuffling, ``stop_exhausted`` and ``slice`` (how
-each rank gets its own shard), and the ``data_iterator`` helpers that build one."""
+each rank gets its own shard), and the ``data_iterator`` helpers that build one
+over a load function, a data set CSV, a cache directory or several sources."""
 from __future__ import annotations
 
 import logging
@@ -14,6 +15,7 @@ import numpy as np
 from ..errors import DpnbError
 from .data_source import (DataSource, DataSourceWithFileCache,
                           DataSourceWithMemoryCache, SimpleDataSource, SlicedDataSource)
+from .data_source_implements import CacheDataSource, ConcatDataSource, CsvDataSource
 
 logger = logging.getLogger(__name__)
 
@@ -291,4 +293,54 @@ def data_iterator_simple(load_func: Callable[[int], Sequence[Any]], num_examples
                          batch_size, use_thread=use_thread, with_memory_cache=with_memory_cache,
                          with_file_cache=with_file_cache, cache_dir=cache_dir,
                          epoch_begin_callbacks=epoch_begin_callbacks,
+                         epoch_end_callbacks=epoch_end_callbacks, stop_exhausted=stop_exhausted)
+
+
+def data_iterator_csv_dataset(uri: str | os.PathLike, batch_size: int, shuffle: bool = False,
+                              rng: np.random.RandomState | None = None, use_thread: bool = True,
+                              normalize: bool = True, with_memory_cache: bool = True,
+                              with_file_cache: bool = True,
+                              cache_dir: str | os.PathLike | None = None,
+                              epoch_begin_callbacks: Sequence[EpochCallback] = (),
+                              epoch_end_callbacks: Sequence[EpochCallback] = (),
+                              stop_exhausted: bool = False) -> DataIterator:
+    """A ``DataIterator`` over the data set CSV at ``uri`` (a ``CsvDataSource``;
+    images scaled to [0, 1] with ``normalize``), behind a file cache and a memory
+    cache by default."""
+    source = CsvDataSource(uri, shuffle=shuffle, rng=rng, normalize=normalize)
+    return data_iterator(source, batch_size, use_thread=use_thread,
+                         with_memory_cache=with_memory_cache, with_file_cache=with_file_cache,
+                         cache_dir=cache_dir, epoch_begin_callbacks=epoch_begin_callbacks,
+                         epoch_end_callbacks=epoch_end_callbacks, stop_exhausted=stop_exhausted)
+
+
+def data_iterator_cache(uri: str | os.PathLike, batch_size: int, shuffle: bool = False,
+                        rng: np.random.RandomState | None = None, use_thread: bool = True,
+                        normalize: bool = True, with_memory_cache: bool = True,
+                        epoch_begin_callbacks: Sequence[EpochCallback] = (),
+                        epoch_end_callbacks: Sequence[EpochCallback] = (),
+                        stop_exhausted: bool = False) -> DataIterator:
+    """A ``DataIterator`` over the cache directory ``uri`` (a ``CacheDataSource``;
+    uint8 and uint16 arrays scaled to [0, 1] with ``normalize``)."""
+    source = CacheDataSource(uri, shuffle=shuffle, rng=rng, normalize=normalize)
+    return data_iterator(source, batch_size, use_thread=use_thread,
+                         with_memory_cache=with_memory_cache,
+                         epoch_begin_callbacks=epoch_begin_callbacks,
+                         epoch_end_callbacks=epoch_end_callbacks, stop_exhausted=stop_exhausted)
+
+
+def data_iterator_concat_datasets(data_source_list: Sequence[DataSource], batch_size: int,
+                                  shuffle: bool = False, rng: np.random.RandomState | None = None,
+                                  use_thread: bool = True, with_memory_cache: bool = True,
+                                  with_file_cache: bool = False,
+                                  cache_dir: str | os.PathLike | None = None,
+                                  epoch_begin_callbacks: Sequence[EpochCallback] = (),
+                                  epoch_end_callbacks: Sequence[EpochCallback] = (),
+                                  stop_exhausted: bool = False) -> DataIterator:
+    """A ``DataIterator`` over the examples of several sources together (a
+    ``ConcatDataSource``, shuffled together with ``shuffle``)."""
+    source = ConcatDataSource(data_source_list, shuffle=shuffle, rng=rng)
+    return data_iterator(source, batch_size, use_thread=use_thread,
+                         with_memory_cache=with_memory_cache, with_file_cache=with_file_cache,
+                         cache_dir=cache_dir, epoch_begin_callbacks=epoch_begin_callbacks,
                          epoch_end_callbacks=epoch_end_callbacks, stop_exhausted=stop_exhausted)

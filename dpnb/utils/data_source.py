@@ -4,7 +4,6 @@ slice a rank reads.  Orders and random draws follow nnabla 1.39 call for call, s
 a program seeded as under nnabla reads its examples in the same order."""
 from __future__ import annotations
 
-import csv
 import logging
 import os
 import shutil
@@ -17,19 +16,33 @@ from typing import Any
 
 import numpy as np
 
+from ..config import nnabla_config
 from ..errors import DpnbError
+from . import cache_files
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_SEED = 313
 """nnabla's seed for the generator a data source makes when given none."""
-MEMORY_CACHE_MAX_BYTES = 1 << 30
-"""nnabla's default limit: a memory cache holds a data set only below this size."""
-FILE_CACHE_EXAMPLES = 100
-"""nnabla's default number of examples per file cache file; shuffling permutes the
-files, then the examples inside each file."""
 MAX_PENDING_GENERATIONS = 15
 """How many epochs' orders a ``SimpleDataSource`` keeps for slices that lag behind."""
+
+
+def _setting(name: str) -> str:
+    """A setting of the ``[DATA_ITERATOR]`` section of ``nnabla_config``."""
+    return nnabla_config.get("DATA_ITERATOR", name)
+
+
+def _positive_setting(name: str) -> int:
+    value = _setting(name)
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise DpnbError(f"the {name} of nnabla.conf's [DATA_ITERATOR] section (nnabla_config) "
+                        f"must be a positive int, got {value!r}")
+    return number
 
 
 def _check_rng(rng: Any) -> Any:
@@ -53,6 +66,8 @@ class DataSource:
         self._size = 0
         self._position = 0
         self._order: list[int] | None = None
+        self._original_order: list[int] | None = None
+        self._original_source_uri: str | None = None
         self._closed = False
 
     def _get_data(self, position: int) -> tuple:
@@ -179,11 +194,13 @@ class SimpleDataSource(DataSource):
 
 class DataSourceWithMemoryCache(DataSource):
     """Keeps every example of ``data_source`` in memory after the first epoch, where
-    the data set is under ``buffer_max_size`` bytes; it then shuffles the cache."""
+    the data set is under ``buffer_max_size`` bytes (default: the
+    ``data_source_buffer_max_size`` of ``nnabla_config``, 1 GiB); it then shuffles
+    the cache."""
 
     def __init__(self, data_source: DataSource, shuffle: bool = False,
                  rng: np.random.RandomState | None = None, *,
-                 buffer_max_size: int = MEMORY_CACHE_MAX_BYTES):
+                 buffer_max_size: int | None = None):
         super().__init__(shuffle=shuffle, rng=rng)
         self._data_source = data_source
         self._size = data_source.size
@@ -193,6 +210,8 @@ class DataSourceWithMemoryCache(DataSource):
         self._generation = -1
         sample_bytes = sum(np.asarray(d, dtype=np.float32 if isinstance(d, list) else None).nbytes
                            for d in data_source._get_data(0))
+        if buffer_max_size is None:
+            buffer_max_size = _positive_setting("data_source_buffer_max_size")
         self._on_memory = sample_bytes * self._size < buffer_max_size
         logger.debug("memory cache of %d examples of %d bytes: %s", self._size, sample_bytes,
                      "in memory" if self._on_memory else "passing through")
@@ -243,10 +262,12 @@ class DataSourceWithMemoryCache(DataSource):
 
 
 class DataSourceWithFileCache(DataSource):
-    """Writes every example of ``data_source`` to .npy cache files (nnabla's layout:
-    ``<prefix>_<first>_<last>.npy`` with ``cache_index.csv`` and ``cache_info.csv``)
-    and reads them back; without ``cache_dir`` the files live in a temporary
-    directory removed on close."""
+    """Writes every example of ``data_source`` to cache files (``cache_files``, in
+    the ``cache_file_format`` of ``nnabla_config``, .npy or .h5) and reads them
+    back; without ``cache_dir`` the files live in a temporary directory (under the
+    ``data_source_file_cache_location`` of ``nnabla_config`` where set) removed
+    on close.  Each file holds ``data_source_file_cache_size``
+    examples (100); shuffling permutes the files, then the examples inside each."""
 
     def __init__(self, data_source: DataSource, cache_dir: str | os.PathLike | None = None,
                  cache_file_name_prefix: str = "cache", shuffle: bool = False,
@@ -257,8 +278,11 @@ class DataSourceWithFileCache(DataSource):
         self._variables = data_source.variables
         self._prefix = cache_file_name_prefix
         self._lock = threading.Lock()
+        self._cache_size = _positive_setting("data_source_file_cache_size")
+        self._format = cache_files.check_format(_setting("cache_file_format"))
         if cache_dir is None:
-            self._cache_dir = tempfile.mkdtemp(prefix="dpnb_cache_")
+            self._cache_dir = tempfile.mkdtemp(
+                prefix="dpnb_cache_", dir=_setting("data_source_file_cache_location") or None)
             self._remove_dir = weakref.finalize(self, shutil.rmtree, self._cache_dir, True)
         else:
             self._cache_dir = os.fspath(cache_dir)
@@ -268,7 +292,7 @@ class DataSourceWithFileCache(DataSource):
         self._file_order: list[int] = []
         self._row_orders: list[list[int]] = []
         self._current_file = -1
-        self._current_arrays: list[np.ndarray] = []
+        self._current_arrays: dict[str, np.ndarray] = {}
         self._generation = -1
         try:
             self._write_cache()
@@ -289,63 +313,36 @@ class DataSourceWithFileCache(DataSource):
 
     def _write_cache(self) -> None:
         logger.info("writing a file cache of %d examples to %s", self._size, self._cache_dir)
-        for start in range(0, self._size, FILE_CACHE_EXAMPLES):
-            stop = min(start + FILE_CACHE_EXAMPLES, self._size)
+        for start in range(0, self._size, self._cache_size):
+            stop = min(start + self._cache_size, self._size)
             examples = [self._data_source._get_data(p) for p in range(start, stop)]
-            path = os.path.join(self._cache_dir, f"{self._prefix}_{start:08d}_{stop - 1:08d}.npy")
-            with open(path, "wb") as f:
-                for i, name in enumerate(self._variables):
-                    np.save(f, self._stack(name, [e[i] for e in examples]), allow_pickle=False)
+            path = os.path.join(self._cache_dir,
+                                cache_files.file_name(self._prefix, start, stop - 1, self._format))
+            cache_files.save(path, self._variables, examples, self._format)
             self._files.append(path)
             self._file_order.append(len(self._file_order))
             self._row_orders.append(list(range(stop - start)))
-        with open(os.path.join(self._cache_dir, "cache_index.csv"), "w", newline="") as f:
-            writer = csv.writer(f, lineterminator="\n")
-            for path, rows in zip(self._files, self._row_orders):
-                writer.writerow((os.path.basename(path), len(rows)))
-        with open(os.path.join(self._cache_dir, "cache_info.csv"), "w", newline="") as f:
-            writer = csv.writer(f, lineterminator="\n")
-            for name in self._variables:
-                writer.writerow((name,))
-
-    @staticmethod
-    def _stack(name: str, values: list) -> np.ndarray:
-        """One variable of a file's examples as one array; values that are not arrays
-        become float32, as in nnabla's cache."""
-        try:
-            values = [v if isinstance(v, np.ndarray) else np.array(v).astype(np.float32)
-                      for v in values]
-        except (TypeError, ValueError) as e:
-            raise DpnbError(f"variable {name!r} has a value that is not numeric ({e}); a file "
-                            "cache stores numeric arrays only: return NumPy arrays") from e
-        shapes = sorted({v.shape for v in values})
-        if len(shapes) > 1:
-            raise DpnbError(f"variable {name!r} has examples of different shapes {shapes}; a file "
-                            "cache needs one shape per variable: pad or resize in _get_data")
-        stacked = np.stack(values)
-        if stacked.dtype == object:
-            raise DpnbError(f"variable {name!r} holds Python objects; a file cache stores numeric "
-                            "arrays only: return NumPy arrays from _get_data")
-        return stacked
+        cache_files.write_tables(self._cache_dir,
+                                 [(p, len(r)) for p, r in zip(self._files, self._row_orders)],
+                                 self._variables, self._format)
+        source = self._data_source
+        cache_files.write_provenance(self._cache_dir, source._original_source_uri,
+                                     source._original_order, source.order)
 
     def _make_schedule(self) -> None:
         """Position -> (file, row) for the current file and row orders."""
         self._schedule = [(f, r) for f in self._file_order for r in self._row_orders[f]]
-        self._order = [f * FILE_CACHE_EXAMPLES + r for f, r in self._schedule]
+        self._order = [f * self._cache_size + r for f, r in self._schedule]
 
     def _get_data(self, position: int) -> tuple:
         with self._lock:
             self._position = position
             file, row = self._schedule[position]
             if file != self._current_file:
-                path = self._files[file]
-                if not os.path.exists(path):
-                    raise DpnbError(f"cache file {path!r} is missing; it was removed while in "
-                                    "use: keep the cache directory until the iterator is closed")
-                with open(path, "rb") as f:
-                    self._current_arrays = [np.load(f, allow_pickle=False) for _ in self._variables]
+                self._current_arrays = cache_files.load(self._files[file], self._variables,
+                                                        self._format)
                 self._current_file = file
-            return tuple(a[row] for a in self._current_arrays)
+            return tuple(self._current_arrays[v][row] for v in self._variables)
 
     def reset(self) -> None:
         with self._lock:
