@@ -4,7 +4,7 @@
 from .context import Context, context_scope, default_extension, get_current_context, set_default_context
 from .errors import DpnbError
 from .graph import (Function, Variable, auto_forward, forward_all, get_auto_forward, no_grad,
-                    set_auto_forward, set_global_recompute)
+                    recompute, recompute_fn, set_auto_forward, set_global_recompute)
 from .logger import logger  # the Logger, as nnabla's package attribute is (not the module)
 from .ndarray import NdArray, prefer_cached_array
 from .parameter import (clear_parameters, get_current_parameter_scope, get_parameter_or_create,
@@ -12,11 +12,12 @@ from .parameter import (clear_parameters, get_current_parameter_scope, get_param
                         set_parameter)
 from .random import seed
 from . import functions  # noqa: E402,F401 (variables' operators are functions)
+from .utils import function_specs  # noqa: E402,F401 (Function.arguments reads it)
 
 __all__ = [
     "Context", "context_scope", "default_extension", "get_current_context", "set_default_context",
     "DpnbError", "Function", "Variable", "auto_forward", "forward_all", "get_auto_forward",
-    "no_grad", "set_auto_forward", "set_global_recompute", "logger",
+    "no_grad", "recompute", "recompute_fn", "set_auto_forward", "set_global_recompute", "logger",
     "NdArray", "prefer_cached_array", "clear_parameters", "get_current_parameter_scope", "get_parameter_or_create",
     "get_parameters", "load_parameters", "parameter_scope", "save_parameters", "set_parameter",
     "seed",
@@ -28,10 +29,12 @@ _LAZY = {"start": "dpnb.cluster", "current": "dpnb.cluster", "Cluster": "dpnb.cl
          "gather_grads": "dpnb.notebook", "compare": "dpnb.notebook",
          "check_sync": "dpnb.notebook", "where": "dpnb.notebook",
          "load_ipython_extension": "dpnb.notebook", "set_language": "dpnb.cluster.words",
-         "use_as_nnabla": "dpnb.nnabla_alias", "TrainingState": "dpnb.cluster.training_state"}
+         "use_as_nnabla": "dpnb.nnabla_alias", "TrainingState": "dpnb.cluster.training_state",
+         "Module": "dpnb.core.module", "Sequential": "dpnb.core.sequential",
+         "ProtoVariable": "dpnb.core.graph_def", "graph_def": "dpnb.core"}
 # Submodules that nnabla programs reach as attributes of the package after a bare
 # `import nnabla` (nn.solver.Solver, nn.initializer.NormalInitializer ...), imported on first use.
-_SUBMODULES = ("communicators", "ext_utils", "initializer", "monitor",
+_SUBMODULES = ("communicators", "ext_utils", "function_bases", "initializer", "monitor",
                "parametric_functions", "solver", "solvers", "utils")
 
 

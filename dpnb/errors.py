@@ -15,6 +15,11 @@ class DpnbValueError(DpnbError, ValueError):
     to a variable's): a ``ValueError`` too, as nnabla raises there."""
 
 
+class DpnbTypeError(DpnbError, TypeError):
+    """An argument of the wrong type where nnabla raises ``TypeError`` (``F.linspace``'s
+    ``num`` given as a float)."""
+
+
 class ExtensionUnavailableError(DpnbError, ImportError):
     """An extension ("cuda", "cudnn") this machine cannot run: an ImportError too,
     as nnabla raises where the extension is not installed, so that programs'

@@ -12,11 +12,13 @@ may change between runs, and the backward plan is checked against it."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import logging
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,6 +34,9 @@ _auto_forward = False
 _no_grad = False
 _recompute = False  # the recompute flag new variables get (set_global_recompute)
 _epoch = 0  # bumped whenever a graph is reshaped or rewired: plans made before are stale
+# Input types that stand for variables of a network definition (graph_def's ProtoVariable):
+# a function called on one goes to the type's recorder instead of into a graph.
+_recorders: dict[type, Callable[["Function", tuple], object]] = {}
 _serial = itertools.count()  # creation order of functions, for function_references
 
 
@@ -86,8 +91,12 @@ class ClearFlags:
         self.outputs: list[list[tuple[bool, bool]]] = []
 
     @staticmethod
-    def of(variables: Sequence["Variable"]) -> list[tuple[bool, bool]]:
-        return [(x._data.clear_called, x._grad is not None and x._grad.clear_called)
+    def of(variables: Sequence["Variable"],
+           seed_of: "Variable | None" = None) -> list[tuple[bool, bool]]:
+        """The flags of ``variables``; ``seed_of``'s gradient for the pass was a seed the
+        pass made and has released (nnabla's clear_buffer frees it there)."""
+        return [(x._data.clear_called,
+                 x is seed_of or (x._grad is not None and x._grad.clear_called))
                 for x in variables]
 
 
@@ -100,10 +109,44 @@ def record_clear_flags(record: ClearFlags | None) -> None:
     _clear_flags = record
 
 
+def register_recorder(kind: type, record: Callable[["Function", tuple], object]) -> None:
+    """Send functions called on inputs of type ``kind`` to ``record(function, inputs)``,
+    which returns what the call returns (how graph_def records network definitions)."""
+    _recorders[kind] = record
+
+
+def is_recorded(x) -> bool:
+    """Whether ``x`` stands for a variable of a network definition (a recorder takes it)."""
+    return type(x) in _recorders
+
+
 def set_global_recompute(recompute: bool) -> None:
     """The ``recompute`` flag of the variables created from now on (nnabla's default: False)."""
     global _recompute
     _recompute = bool(recompute)
+
+
+@contextlib.contextmanager
+def recompute(recompute_: bool = True) -> Iterator[None]:
+    """Give the variables created inside the block the ``recompute`` flag ``recompute_``;
+    blocks nest, and the flag before the block comes back after it."""
+    previous = _recompute
+    set_global_recompute(recompute_)
+    try:
+        yield
+    finally:
+        set_global_recompute(previous)
+
+
+def recompute_fn(recompute_: bool = True) -> Callable[[Callable], Callable]:
+    """Decorator: the function's calls run inside ``recompute(recompute_)``."""
+    def decorate(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            with recompute(recompute_):
+                return fn(*args, **kwargs)
+        return wrapped
+    return decorate
 
 
 # The direction between the graph and the functions: the functions import the graph,
@@ -119,6 +162,17 @@ def install_reshape(reshape: Callable[..., "Variable"]) -> None:
     behind ``Variable.reshape``; called by dpnb.functions when it is imported."""
     global _reshape_function
     _reshape_function = reshape
+
+
+_export_arguments: Callable[["Function"], dict] | None = None
+
+
+def install_arguments(export: Callable[["Function"], dict]) -> None:
+    """Make ``export(fn)`` (nnabla's ``*_param`` values of a function, which
+    dpnb.utils.function_specs knows) answer ``Function.arguments``; called by
+    function_specs when it is imported."""
+    global _export_arguments
+    _export_arguments = export
 
 
 def _graph_changed() -> None:
@@ -146,9 +200,7 @@ class Variable:
         self._need_grad = need_grad
         self._need_grad_set = False  # set on a function's output: it decides, not the leaves
         self.persistent = False
-        # nnabla's flag for freeing this intermediate in forward and recomputing it in
-        # backward; dpnb keeps the data (the same results, without the memory saved)
-        self.recompute = _recompute
+        self._recompute = _recompute
         self._parent = parent
         self._schedule: _Schedule | None = None
         self._consumers: weakref.WeakSet | None = None
@@ -174,6 +226,18 @@ class Variable:
                                 f"variable; expected some of {', '.join(_SETTABLE)}")
             setattr(self, key, value)
         return self
+
+    @property
+    def recompute(self) -> bool:
+        """nnabla's flag: forward frees this intermediate's data once no later function reads
+        it, and backward computes it again where its functions need it (memory for time)."""
+        return self._recompute
+
+    @recompute.setter
+    def recompute(self, value: bool) -> None:
+        if bool(value) != self._recompute:
+            self._recompute = bool(value)
+            _graph_changed()
 
     # -- arrays -----------------------------------------------------------
     @property
@@ -288,6 +352,8 @@ class Variable:
             raise DpnbError(f"rewire_on: this variable's shape {self.shape} differs from "
                             f"{var.shape}, the shape of the variable it would replace")
         self._data, self._grad = var._data, var.grad
+        for consumer in list(self._consumers or ()):  # they read the new arrays
+            consumer._note_inputs()
         fn = var._parent
         if fn is not None:
             fn.outputs[next(i for i, y in enumerate(fn.outputs) if y is var)] = self
@@ -420,8 +486,11 @@ class Variable:
                             "one is a leaf (it has no parent); call it on the loss, or on a "
                             "variable of the graph built from this one")
         callbacks = _as_list(communicator_callbacks)
+        # A seed made from a number or array lives only for the pass; one the caller holds
+        # (None: this variable's gradient; an NdArray) stays.
+        made_seed = not (grad is None or isinstance(grad, NdArray))
         self._plan().backward(self, self._seed(grad), clear_buffer, callbacks,
-                              function_pre_hook, function_post_hook)
+                              function_pre_hook, function_post_hook, made_seed)
 
     def _seed(self, grad):
         """The gradient backward starts from, as an array of this variable's shape and type."""
@@ -464,6 +533,12 @@ def forward_all(variables: Sequence[Variable], clear_buffer: bool = False,
                              function_pre_hook, function_post_hook)
 
 
+class FunctionInfo(NamedTuple):
+    """What nnabla's ``Function.info`` holds."""
+    type_name: str
+    args: dict
+
+
 class Function:
     """One operation of the graph, with its forward and backward side by side.
 
@@ -475,7 +550,9 @@ class Function:
     - ``backward_arrays(xp, xs, ys, gys, need_grads)``: input gradients (or None
       where not needed) from output gradients.  ``ys`` is given only to functions
       with ``grad_depends_on_outputs``, ``xs`` only to those with
-      ``grad_depends_on_inputs``; keep input shapes from ``output_specs`` if needed.
+      ``grad_depends_on_inputs`` (None at the indices of ``grad_skips_inputs``, which
+      ``forward(clear_no_need_grad=True)`` frees); keep input shapes from
+      ``output_specs`` if needed.
       Never modify ``gys`` in place: they may be another variable's gradient.
 
     Graph passes call these.  nnabla's own surface, ``setup``, ``forward`` and
@@ -486,9 +563,12 @@ class Function:
 
     differentiable = True          # False: outputs never carry a gradient
     grad_depends_on_inputs = True  # backward reads the inputs' data
+    grad_skips_inputs: tuple[int, ...] = ()  # but for these (a bias): given as None
     grad_depends_on_outputs = False  # backward reads the outputs' data
     draws_random_numbers = False   # True: forward draws from ``self.rng``
+    updated_inputs: tuple[int, ...] = ()  # inputs forward updates in place (running statistics)
     keeps_inputs = False           # True: forward never frees its inputs (F.sink's results)
+    output_views_input = False     # True: the output is a view of the input (in-place reshape)
 
     inputs: list[Variable]
     outputs: list[Variable]
@@ -499,6 +579,19 @@ class Function:
     @property
     def name(self) -> str:
         return type(self).__name__
+
+    @property
+    def arguments(self) -> dict:
+        """nnabla's parameters of this function (its ``*_param`` fields), as in nnabla."""
+        if _export_arguments is None:
+            raise DpnbError("Function.arguments needs dpnb.utils.function_specs, which knows "
+                            "nnabla's parameters of each function; import it first")
+        return _export_arguments(self)
+
+    @property
+    def info(self) -> "FunctionInfo":
+        """nnabla's ``info``: the type name and the arguments, as function hooks read them."""
+        return FunctionInfo(self.name, self.arguments)
 
     @property
     def xp(self) -> ModuleType:
@@ -559,8 +652,8 @@ class Function:
                     x.grad.zero()
             return
         xp = self.xp
-        xs = ([to_module(x.data.data, xp) for x in inputs] if self.grad_depends_on_inputs
-              else None)
+        xs = ([None if i in self.grad_skips_inputs else to_module(x.data.data, xp)
+               for i, x in enumerate(inputs)] if self.grad_depends_on_inputs else None)
         ys = ([to_module(y.data.data, xp) for y in outputs] if self.grad_depends_on_outputs
               else None)
         gys = [to_module(y.grad.data, xp) for y in outputs]
@@ -575,26 +668,35 @@ class Function:
 
     def need_setup_recompute(self, output: int) -> bool:
         """Whether recomputing output ``output`` needs ``setup_recompute`` before the
-        forward it repeats: so for a function that draws random numbers."""
-        return self.draws_random_numbers
+        forward it repeats: so for a function that draws random numbers or updates inputs."""
+        return self.draws_random_numbers or bool(self.updated_inputs)
 
     def setup_recompute(self, inputs: Sequence[Variable], outputs: Sequence[Variable]) -> None:
-        """Remember the random generator's state, for ``recompute`` to draw the same numbers."""
-        if self.draws_random_numbers:
-            self._recompute_state = self.rng.get_state()
+        """Remember what the coming forward changes: the random generator's state, and the
+        inputs it updates, for ``recompute`` to repeat that forward exactly."""
+        self._before_forward = (self.rng.get_state() if self.draws_random_numbers else None,
+                                [inputs[i].d.copy() for i in self.updated_inputs])
 
     def recompute(self, inputs: Sequence[Variable], outputs: Sequence[Variable]) -> None:
-        """Compute ``outputs`` again as the forward after ``setup_recompute`` did; the
-        random generator goes on from where it was."""
-        if not self.draws_random_numbers:
+        """Compute ``outputs`` again as the forward after ``setup_recompute`` did: from the
+        same random state and updated inputs as they were, which it updates the same way
+        again; the random generator goes on from where it was."""
+        if not self.need_setup_recompute(0):
             self.forward(inputs, outputs)
             return
-        saved = getattr(self, "_recompute_state", None)
+        saved = getattr(self, "_before_forward", None)
         if saved is None:
-            raise self.error("recompute draws random numbers again only after "
-                             "setup_recompute(inputs, outputs), called before the forward")
+            raise self.error("recompute repeats a forward that draws random numbers or updates "
+                             "its inputs only after setup_recompute(inputs, outputs), called "
+                             "before that forward")
+        rng_state, updated = saved
+        for i, value in zip(self.updated_inputs, updated):
+            inputs[i].d = value
+        if rng_state is None:
+            self.forward(inputs, outputs)
+            return
         now = self.rng.get_state()
-        self.rng.set_state(saved)
+        self.rng.set_state(rng_state)
         try:
             self.forward(inputs, outputs)
         finally:
@@ -618,6 +720,8 @@ class Function:
             if not isinstance(x, Variable):
                 if any(isinstance(v, NdArray) for v in inputs):
                     return self._compute_on_arrays(inputs)
+                if type(x) in _recorders:
+                    return _recorders[type(x)](self, inputs)
                 raise self.error(f"input {i} must be an nn.Variable, got {type(x).__name__}; "
                                  "wrap arrays with nn.Variable.from_numpy_array(...)")
         self.context = ctx = get_current_context()
@@ -702,6 +806,10 @@ def _as_list(callbacks) -> list:
     return list(callbacks) if isinstance(callbacks, (list, tuple)) else [callbacks]
 
 
+# What frees a variable whose ``recompute`` flag is set; backward computes such ones again.
+FREED_FOR_RECOMPUTE = "forward, as the variable's recompute flag asks"
+
+
 class _Schedule:
     """What running a graph up to some roots needs: its functions in order, the
     variables each step may free, and (per leaf ``need_grad`` state) the backward
@@ -715,6 +823,17 @@ class _Schedule:
         for fn in self.order:
             fn._setup_again_if_reshaped()
         self.root_ids = {id(v) for v in roots}
+        # Inputs of functions that keep them (F.sink's): no pass frees them.
+        self.kept = {id(x) for fn in self.order if fn.keeps_inputs for x in fn.inputs}
+        # Variables sharing their memory with a neighbour (an in-place view): forward keeps
+        # them, as freeing one would not release the memory.
+        self.views = {id(v) for fn in self.order if fn.output_views_input
+                      for v in (*fn.inputs, *fn.outputs)}
+        # Intermediates with the recompute flag: every forward frees them, backward computes
+        # them again.
+        self.recomputed = {id(x) for fn in self.order for x in fn.inputs
+                           if x._parent is not None and x._recompute and id(x) not in self.views
+                           and id(x) not in self.root_ids and id(x) not in self.kept}
         leaves: dict[int, Variable] = {}
         for fn in self.order:
             for x in fn.inputs:
@@ -725,48 +844,57 @@ class _Schedule:
         self._needs: dict[int, bool] = {}
         self._backward_plan: list = []
         self._slots: dict[int, int] = {}
-        self._frees: dict[tuple, list[list[Variable]]] = {}
+        self._frees: dict[tuple, list[list[tuple[Variable, str]]]] = {}
 
     # -- forward ----------------------------------------------------------
     def forward(self, roots: list[Variable], clear_buffer: bool, clear_no_need_grad: bool,
                 pre: Hook | None, post: Hook | None) -> None:
         if self.device_context is not None:
             self.device_context.use_device()
-        clearing = clear_buffer or clear_no_need_grad
         record = _clear_flags
-        if not (clearing or pre or post or record):
+        if not (clear_buffer or clear_no_need_grad or pre or post or record or self.recomputed):
             for fn in self.order:
                 fn._run_forward()
             return
-        frees = self._frees_for(clear_buffer) if clearing else None
-        flag = "forward(clear_buffer=True)" if clear_buffer else "forward(clear_no_need_grad=True)"
+        frees = self._frees_for(clear_buffer, clear_no_need_grad)
         for step, fn in enumerate(self.order):
             if pre is not None:
                 pre(fn)
+            if any(id(y) in self.recomputed for y in fn.outputs) and fn.need_setup_recompute(0):
+                fn.setup_recompute(fn.inputs, fn.outputs)  # to repeat this forward exactly
             fn._run_forward()
             if post is not None:
                 post(fn)
-            if frees is not None:
-                for x in frees[step]:
-                    if not x.persistent:
-                        x._data.free(flag)
+            for x, by in frees[step]:
+                if not x.persistent:
+                    x._data.free(by)
             if record is not None:
                 record.inputs.append(ClearFlags.of(fn.inputs))
 
-    def _frees_for(self, clear_buffer: bool) -> list[list[Variable]]:
-        """Per step, the intermediates no later function reads (and, unless
-        ``clear_buffer``, that backward does not read either), but for the inputs of
-        functions that keep them."""
-        key = (True,) if clear_buffer else (False, self._leaf_flags())
+    def _frees_for(self, clear_buffer: bool,
+                   clear_no_need_grad: bool) -> list[list[tuple[Variable, str]]]:
+        """Per step, the intermediates that no later function reads and that the pass frees,
+        each with what frees it: every one with ``clear_buffer``, those backward does not
+        read either with ``clear_no_need_grad``, and those with the recompute flag; never
+        the roots, in-place views, or the inputs of functions that keep them."""
+        key = (clear_buffer, self._leaf_flags() if clear_no_need_grad else None)
         if key not in self._frees:
-            keep = {id(x) for fn in self.order if fn.keeps_inputs for x in fn.inputs}
-            if not clear_buffer:
-                keep |= self._read_by_backward()
+            if clear_buffer:
+                flag, read = "forward(clear_buffer=True)", set()
+            elif clear_no_need_grad:
+                flag, read = "forward(clear_no_need_grad=True)", self._read_by_backward()
+                read |= {id(x) for fn in self.order  # to compute recomputed ones again
+                         if any(id(y) in self.recomputed for y in fn.outputs) for x in fn.inputs}
             last_use = {id(x): (step, x) for step, fn in enumerate(self.order) for x in fn.inputs}
-            frees: list[list[Variable]] = [[] for _ in self.order]
+            frees: list[list[tuple[Variable, str]]] = [[] for _ in self.order]
             for key_id, (step, x) in last_use.items():
-                if x._parent is not None and key_id not in self.root_ids and key_id not in keep:
-                    frees[step].append(x)
+                if (x._parent is None or key_id in self.root_ids or key_id in self.kept
+                        or key_id in self.views):
+                    continue
+                if key_id in self.recomputed:
+                    frees[step].append((x, FREED_FOR_RECOMPUTE))
+                elif (clear_buffer or clear_no_need_grad) and key_id not in read:
+                    frees[step].append((x, flag))
             self._frees[key] = frees
         return self._frees[key]
 
@@ -776,7 +904,8 @@ class _Schedule:
         for fn in self.order:
             if any(needs[id(y)] for y in fn.outputs):
                 if fn.grad_depends_on_inputs:
-                    read.update(id(x) for x in fn.inputs)
+                    read.update(id(x) for i, x in enumerate(fn.inputs)
+                                if i not in fn.grad_skips_inputs)
                 if fn.grad_depends_on_outputs:
                     read.update(id(y) for y in fn.outputs)
         return read
@@ -825,13 +954,16 @@ class _Schedule:
         return plan, slots
 
     def backward(self, root: Variable, seed, clear_buffer: bool, callbacks: list,
-                 pre: Hook | None, post: Hook | None) -> None:
+                 pre: Hook | None, post: Hook | None, made_seed: bool = False) -> None:
         if self.device_context is not None:
             self.device_context.use_device()
         self._grad_needs()
         pending: list = [None] * len(self._slots)
         pending[self._slots[id(root)]] = seed
+        read = self._read_by_backward() if self.recomputed else None
         for fn, outputs, out_grads, out_slots, need_grads, targets in self._backward_plan:
+            if read is not None:
+                self._recompute_for(fn, read)
             if pre is not None:
                 pre(fn)
             xp = fn._xp
@@ -848,9 +980,11 @@ class _Schedule:
                         handle.take(gy, fn)
                 gys.append(gy)
             if fn.grad_depends_on_inputs:
-                xs = [h.data for h in fn._in_handles]
+                skips = fn.grad_skips_inputs
+                xs = [h.data for h in fn._in_handles] if not skips else [
+                    None if i in skips else h.data for i, h in enumerate(fn._in_handles)]
                 if fn._mixed:
-                    xs = [to_module(x, xp) for x in xs]
+                    xs = [x if x is None else to_module(x, xp) for x in xs]
             else:
                 xs = None
             ys = [h.data for h in fn._out_handles] if fn.grad_depends_on_outputs else None
@@ -866,18 +1000,51 @@ class _Schedule:
                 else:
                     current = pending[where]
                     pending[where] = gx if current is None else current + gx
+            if post is not None:  # the hook sees the inputs' gradients so far, as nnabla's
+                for x, target in zip(fn.inputs, targets):
+                    if target is not None and not target[0] and pending[target[1]] is not None:
+                        x.grad.take(pending[target[1]], fn)
             if clear_buffer:
-                for y in outputs:
-                    if not y.persistent and y is not root:
+                for y, handle in zip(outputs, out_grads):
+                    if not (y.persistent or y is root or id(y) in self.kept):
                         y._data.free("backward(clear_buffer=True)")
+                        handle.free("backward(clear_buffer=True)")
             if _clear_flags is not None:
-                _clear_flags.outputs.append(ClearFlags.of(outputs))
+                _clear_flags.inputs.append(ClearFlags.of(fn.inputs))
+                released = root if clear_buffer and made_seed and not root.persistent else None
+                _clear_flags.outputs.append(ClearFlags.of(outputs, released))
             if post is not None:
                 post(fn)
             for cb in callbacks:
                 cb.on_finish_function_backward(fn)
         for cb in callbacks:
             cb.on_finish()
+
+
+    def _recompute_for(self, fn: Function, read: set[int]) -> None:
+        """Compute again the arrays ``fn``'s backward reads that forward freed for recompute."""
+        needed = []
+        if fn.grad_depends_on_inputs:
+            needed += [x for i, x in enumerate(fn.inputs) if i not in fn.grad_skips_inputs]
+        if fn.grad_depends_on_outputs:
+            needed += fn.outputs
+        for v in needed:
+            if v._data.freed_by == FREED_FOR_RECOMPUTE:
+                self._compute_again(v, read)
+
+    def _compute_again(self, v: Variable, read: set[int]) -> None:
+        """Run ``v``'s function again (its freed inputs first, recursively, back to data that
+        is there), then free again the inputs backward does not read."""
+        fn = v._parent
+        for x in fn.inputs:
+            if x._data.freed_by == FREED_FOR_RECOMPUTE:
+                self._compute_again(x, read)
+        fn.recompute(fn.inputs, fn.outputs)
+        for x in fn.inputs:
+            if id(x) in self.recomputed and id(x) not in read and not x.persistent:
+                x._data.free(FREED_FOR_RECOMPUTE)
+        if _clear_flags is not None:
+            _clear_flags.inputs.append(ClearFlags.of(fn.inputs))
 
 
 def _functions_in_order(roots: list[Variable]) -> list[Function]:

@@ -250,6 +250,11 @@ class NdArray:
         self._cleared = True
 
     @property
+    def freed_by(self) -> str:
+        """The graph pass that freed the array, while it stays freed ("" otherwise)."""
+        return self._freed_by if self._array is None else ""
+
+    @property
     def clear_called(self) -> bool:
         """Whether the array was released (``clear``, or a graph pass freeing it) and has not
         been allocated since, as nnabla's ``clear_called``."""

@@ -208,7 +208,7 @@ def test_prelu_rejects_a_slope_of_the_wrong_shape():
 
 
 def test_softplus_rejects_beta_zero():
-    with pytest.raises(DpnbError, match=r"Softplus: beta must not be 0"):
+    with pytest.raises(DpnbError, match=r"SoftPlus: beta must not be 0"):
         F.softplus(nn.Variable((2,)), beta=0)
 
 

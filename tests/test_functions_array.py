@@ -321,6 +321,16 @@ def test_bad_input(build, message):
         build(nn.Variable((2, 3)))
 
 
+def test_linspace_num_errors_are_nnablas_classes():
+    from dpnb.errors import DpnbTypeError, DpnbValueError
+    with pytest.raises(TypeError) as info:
+        F.linspace(0, 10, 2.5)
+    assert isinstance(info.value, DpnbTypeError)
+    with pytest.raises(ValueError, match=r"F.linspace: num must be an int >= 0, got -1") as info:
+        F.linspace(0, 10, -1)
+    assert isinstance(info.value, DpnbValueError)
+
+
 def test_constant_takes_infinities_and_is_named_as_nnabla_names_it():
     with nn.auto_forward():
         y = F.constant(-np.inf, (2, 3))

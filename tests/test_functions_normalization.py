@@ -77,6 +77,21 @@ def test_inference_gradients(rng):
 
 
 @pytest.mark.parametrize("batch_stat", [True, False])
+def test_fused_batch_normalization_is_one_function_with_numpys_gradients(rng, batch_stat):
+    inputs = make_inputs(rng, (4, 3, 2, 2), [1])
+    z = rng.randn(4, 3, 2, 2)
+    y = check_grad(lambda x, b, g, m, v, z: F.fused_batch_normalization(
+        x, b, g, m, v, z, batch_stat=batch_stat), [*inputs, z],
+        need_grad=[True, True, True, False, False, True])
+    assert y.parent.name == "FusedBatchNormalization" and len(y.parent.inputs) == 6
+    x, beta, gamma, mean, var = inputs
+    if batch_stat:
+        mean, var = x.mean(axis=(0, 2, 3), keepdims=True), x.var(axis=(0, 2, 3), keepdims=True)
+    bn = (x - mean) / np.sqrt(var + 1e-5) * gamma + beta
+    np.testing.assert_allclose(y.d, np.maximum(bn + z, 0), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("batch_stat", [True, False])
 def test_without_beta_and_gamma(rng, batch_stat):
     x, beta, gamma, mean, var = make_inputs(rng, (4, 3, 2), [1])
     y = check_grad(

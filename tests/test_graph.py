@@ -355,6 +355,19 @@ def test_clear_all_graph_links_leaves_every_variable_a_leaf_with_its_data():
     assert y.d == pytest.approx(6.0) and not x.g.any()
 
 
+def test_rewire_on_joins_a_graph_built_before_onto_another():
+    xa = nn.Variable.from_numpy_array(np.array([0.1, 0.7]), need_grad=True)
+    ya = F.sin(xa)
+    xb = nn.Variable((2,), need_grad=True)
+    yb = F.mul_scalar(F.exp(xb), 2.0)  # built on xb before the rewiring
+    xb.rewire_on(ya)
+    yb.forward()
+    np.testing.assert_allclose(yb.d, 2 * np.exp(np.sin(xa.d)))
+    xa.grad.zero()
+    yb.backward()
+    np.testing.assert_allclose(xa.g, 2 * np.exp(np.sin(xa.d)) * np.cos(xa.d))
+
+
 def test_rewire_on_refuses_what_it_cannot_replace():
     x = leaf([1.0, 2.0])
     with pytest.raises(DpnbError, match=r"rewire_on: this variable's shape \(3,\) differs "
@@ -374,3 +387,32 @@ def test_narrow_shares_rows_and_refuses_what_nnabla_cannot_narrow():
         a.narrow(1, 0, 1)
     with pytest.raises(DpnbError, match=r"narrow: rows 3 to 5 are outside axis 0 of shape \(4, 3\)"):
         a.narrow(0, 3, 2)
+
+
+def test_function_info_names_the_type_and_its_nnabla_arguments():
+    x = nn.Variable((2, 3))
+    y = F.mul_scalar(F.softplus(x, beta=2.0), 0.5)
+    assert y.parent.info == ("MulScalar", {"val": 0.5, "inplace": False})
+    assert y.parent.inputs[0].parent.info.type_name == "SoftPlus"
+    assert y.parent.inputs[0].parent.info.args == {"beta": 2.0}
+
+
+def test_a_backward_post_hook_sees_the_gradients_of_the_functions_inputs():
+    x = nn.Variable.from_numpy_array(np.array([1.0, 2.0]), need_grad=True)
+    h = F.add_scalar(x, 1.0)
+    y = F.mul_scalar(h, 0.5)
+    y.forward()
+    seen = {}
+    y.backward(function_post_hook=lambda f: seen.setdefault(f.info.type_name,
+                                                             f.inputs[0].g.copy()))
+    np.testing.assert_allclose(seen["MulScalar"], [0.5, 0.5])  # h's, before AddScalar ran
+
+
+def test_function_bases_patch_correlation_is_nnablas_raw_channel_last_function():
+    rng = np.random.RandomState(0)
+    a, b = rng.randn(1, 3, 4, 2), rng.randn(1, 3, 4, 2)
+    with nn.auto_forward():
+        y = nn.function_bases.patch_correlation(nn.Variable.from_numpy_array(a),
+                                                nn.Variable.from_numpy_array(b))
+    assert y.parent.name == "PatchCorrelation" and y.shape == (1, 3, 4, 1, 1)
+    np.testing.assert_allclose(y.d[..., 0, 0], (a * b).sum(-1), rtol=1e-6)

@@ -134,6 +134,7 @@ def every_function(x, t):
     a communicator); dropout and augmentation with fixed seeds."""
     h = PF.convolution(x, 4, (3, 3), pad=(1, 1), name="conv")
     h = PF.batch_normalization(h, batch_stat=False, name="bn")
+    h = PF.fused_batch_normalization(h, F.tanh(h), batch_stat=False, name="fbn")
     a = F.elu(h, 0.5) + F.leaky_relu(h, 0.2) - F.tanh(h)
     a = F.sigmoid(a) * F.relu(h)
     a = F.average_pooling(a, (2, 2), pad=(1, 1), including_pad=False)

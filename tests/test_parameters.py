@@ -183,6 +183,10 @@ def test_seed_changes_and_restores_initial_values():
     c = draw()
     assert not np.array_equal(a, b)
     np.testing.assert_array_equal(a, c)
+    from dpnb import random as R
+    nn.seed(5)
+    assert R.pseed == 5 and R.prng.rand() == np.random.RandomState(5).rand()
+    nn.seed(R.DEFAULT_SEED)
 
 
 def test_scope_and_creation_errors():

@@ -355,7 +355,7 @@ def swish(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     return Swish()(x)
 
 
-class Softplus(Unary):
+class SoftPlus(Unary):
     """log(1 + exp(beta x)) / beta, computed without overflow."""
 
     def __init__(self, beta: float):
@@ -377,10 +377,10 @@ class Softplus(Unary):
 def softplus(x: Variable, beta: float = 1.0, n_outputs: int = -1, outputs=None) -> Variable:
     """Smooth ReLU: log(1 + exp(beta x)) / beta."""
     default_outputs("F.softplus", n_outputs, outputs)
-    return Softplus(beta)(x)
+    return SoftPlus(beta)(x)
 
 
-class Softsign(Unary):
+class SoftSign(Unary):
     """x / (1 + |x|)."""
 
     def forward_arrays(self, xp, xs):
@@ -393,9 +393,9 @@ class Softsign(Unary):
 
 
 def softsign(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
-    """Softsign: x / (1 + |x|)."""
+    """SoftSign: x / (1 + |x|)."""
     default_outputs("F.softsign", n_outputs, outputs)
-    return Softsign()(x)
+    return SoftSign()(x)
 
 
 class LogSigmoid(Unary):

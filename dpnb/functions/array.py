@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import DpnbError
+from ..errors import DpnbError, DpnbTypeError, DpnbValueError
 from ..graph import Function, Variable
 from .base import (Unary, axes_of, default_outputs, number_of, one_axis, shape_of, sum_to,
                    variadic_keywords)
@@ -26,6 +26,7 @@ class Reshape(Function):
     def __init__(self, shape: Sequence[int], inplace: bool):
         self.shape = tuple(int(s) for s in shape)
         self.inplace = inplace
+        self.output_views_input = inplace
 
     def output_specs(self, inputs):
         (x,) = inputs
@@ -596,8 +597,10 @@ def arange(start: float, stop: float, step: float = 1, n_outputs: int = -1, outp
 
 def linspace(start: float, stop: float, num: int) -> Variable:
     """``num`` evenly spaced values from ``start`` to ``stop``, both included."""
-    if isinstance(num, bool) or not isinstance(num, (int, np.integer)) or num < 0:
-        raise DpnbError(f"F.linspace: num must be an int >= 0, got {num!r}")
+    if isinstance(num, bool) or not isinstance(num, (int, np.integer)):
+        raise DpnbTypeError(f"F.linspace: num must be an int >= 0, got {num!r}")
+    if num < 0:
+        raise DpnbValueError(f"F.linspace: num must be an int >= 0, got {num!r}")
     start, stop = number_of("F.linspace", "start", start), number_of("F.linspace", "stop", stop)
     return Generated(np.linspace(start, stop, int(num)), "Linspace",
                       {"start": start, "stop": stop, "num": int(num)})()

@@ -146,7 +146,7 @@ def pow2(x0: Variable, x1: Variable, inplace: bool = False, n_outputs: int = -1,
     return Pow2()(x0, x1)
 
 
-class Atan2(Binary):
+class ATan2(Binary):
     """The angle of the point (x1, x0): arctan(x0 / x1) in the right quadrant."""
 
     def forward_arrays(self, xp, xs):
@@ -161,7 +161,7 @@ class Atan2(Binary):
 def atan2(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """Elementwise arctan(x0 / x1) over all four quadrants (broadcasting)."""
     default_outputs("F.atan2", n_outputs, outputs)
-    return Atan2()(x0, x1)
+    return ATan2()(x0, x1)
 
 
 class Maximum2(Binary):

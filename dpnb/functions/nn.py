@@ -24,6 +24,8 @@ __all__ = ["affine", "convolution", "deconvolution", "depthwise_convolution",
 class Affine(Function):
     """y = x W + b, with x flattened to a matrix at ``base_axis``."""
 
+    grad_skips_inputs = (2,)  # the bias
+
     def __init__(self, base_axis: int):
         self.base_axis = base_axis
 
@@ -237,6 +239,7 @@ class _Convolutional(Function):
     (channels after ``base_axis`` or last), the window options and the bias."""
 
     channel_last = False
+    grad_skips_inputs = (2,)  # the bias
 
     def _layout(self, inputs):
         """Checks the input and options; the batch, channels, spatial size and the weight's

@@ -8,10 +8,8 @@ import numpy as np
 
 from ..errors import DpnbValueError
 from ..graph import Function, Variable
-from .activation import relu
 from .base import (argument_error, axes_of, base_axis_of, default_outputs, kept_axes,
                    one_axis, sum_to, workspace)
-from .math import add2
 
 __all__ = ["batch_normalization", "fused_batch_normalization", "group_normalization",
            "instance_normalization", "layer_normalization", "mean_subtraction",
@@ -33,11 +31,16 @@ class BatchNormalization(Function):
     def __init__(self, roles: Sequence[str], axes: Sequence[int], decay_rate: float, eps: float,
                  batch_stat: bool, output_stat: bool):
         self.roles = tuple(roles)  # which of beta, gamma, mean, variance follow x in the inputs
+        if "beta" in self.roles:  # backward never reads it
+            self.grad_skips_inputs = (1 + self.roles.index("beta"),)
         self.axes = axes
         self.decay_rate = float(decay_rate)
         self.eps = float(eps)
         self.batch_stat = bool(batch_stat)
         self.output_stat = bool(output_stat)
+        if self.batch_stat:  # forward folds the batch statistics into the running ones
+            self.updated_inputs = tuple(1 + i for i, role in enumerate(self.roles)
+                                        if role in ("mean", "variance"))
 
     def output_specs(self, inputs):
         x = inputs[0]
@@ -173,6 +176,38 @@ class BatchNormalization(Function):
         return (gx,) + tuple(grads[role] if need[role] else None for role in self.roles)
 
 
+class FusedBatchNormalization(BatchNormalization):
+    """relu(batch_normalization(x) + z) as one function, as nnabla's: the residual ``z``
+    (x's shape) is the last input where given; backward passes the gradient where the
+    output is positive, to z and through the normalization."""
+
+    grad_depends_on_outputs = True  # the relu's mask
+
+    def __init__(self, roles: Sequence[str], axes: Sequence[int], decay_rate: float, eps: float,
+                 batch_stat: bool, output_stat: bool, with_z: bool):
+        super().__init__(roles, axes, decay_rate, eps, batch_stat, output_stat)
+        self.with_z = bool(with_z)
+        self.nonlinearity = "relu"
+
+    def output_specs(self, inputs):
+        x = inputs[0]
+        if self.with_z and inputs[-1].shape != x.shape:
+            raise self.error(f"z must have x's shape {x.shape} (the residual added before the "
+                             f"relu), got {inputs[-1].shape}")
+        return super().output_specs(inputs[:len(inputs) - self.with_z])
+
+    def forward_arrays(self, xp, xs):
+        out = super().forward_arrays(xp, xs[:len(xs) - self.with_z])
+        y = out[0] + xs[-1] if self.with_z else out[0]
+        return (xp.maximum(y, 0, out=y), *out[1:])
+
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
+        n = len(xs) - self.with_z
+        gy = gys[0] * (ys[0] > 0)
+        grads = super().backward_arrays(xp, xs[:n], ys, [gy, *gys[1:]], need_grads[:n])
+        return (*grads, gy if need_grads[-1] else None) if self.with_z else grads
+
+
 # What sync BN asks of its communicator.  Functions sit below communicators in the
 # layers, so the communicator is recognised by these calls, not by its class.
 _COMMUNICATOR_CALLS = ("all_reduce", "find_group", "list_groups")
@@ -242,11 +277,12 @@ class SyncBatchNormalization(BatchNormalization):
                 for part, s in zip(xp.split(packed, len(sums)), sums)]
 
 
-def _apply(cls: type, x: Variable, params: Sequence[Variable | None], *args):
-    """Add ``cls(roles, *args)`` to the graph, with x and those of beta, gamma, mean
-    and variance (``params``) that are not None."""
+def _apply(cls: type, x: Variable, params: Sequence[Variable | None], *args,
+           after: Sequence[Variable] = ()):
+    """Add ``cls(roles, *args)`` to the graph, with x, those of beta, gamma, mean and
+    variance (``params``) that are not None, and the inputs ``after`` them."""
     given = [(role, v) for role, v in zip(_ROLES, params) if v is not None]
-    return cls([role for role, _ in given], *args)(x, *(v for _, v in given))
+    return cls([role for role, _ in given], *args)(x, *(v for _, v in given), *after)
 
 
 def _output_count(owner: str, n_outputs: int | None, output_stat: bool) -> None:
@@ -294,13 +330,8 @@ def fused_batch_normalization(x: Variable, beta: Variable | None, gamma: Variabl
         got = z.shape if isinstance(z, Variable) else type(z).__name__
         raise argument_error(owner, f"z must be an nn.Variable of x's shape {x.shape} (the "
                                     f"residual added before the relu), got {got}")
-    out = batch_normalization(x, beta, gamma, mean, variance, axes, decay_rate, eps, batch_stat,
-                              output_stat)
-    y = out[0] if output_stat else out
-    if z is not None:
-        y = add2(y, z)
-    y = relu(y)
-    return (y, out[1], out[2]) if output_stat else y
+    return _apply(FusedBatchNormalization, x, (beta, gamma, mean, variance), axes, decay_rate,
+                  eps, batch_stat, output_stat, z is not None, after=() if z is None else (z,))
 
 
 def sync_batch_normalization(x: Variable, beta: Variable | None, gamma: Variable | None,
@@ -663,6 +694,7 @@ class MeanSubtraction(Function):
     def __init__(self, base_axis: int, update_running_mean: bool):
         self.base_axis = base_axis
         self.update = bool(update_running_mean)
+        self.updated_inputs = (1, 2) if self.update else ()  # the running mean and count
 
     def output_specs(self, inputs):
         x, mean, t = inputs
@@ -714,6 +746,7 @@ class SpectralNorm(Function):
         self.eps = float(eps)
         self.test = bool(test)
         self.output_u = bool(output_u)
+        self.updated_inputs = () if self.test else (1,)  # u
 
     def output_specs(self, inputs):
         w, u = inputs

@@ -501,7 +501,7 @@ class _ResizeAxis:
     and which outputs fall outside the input (tf_crop_and_resize's extrapolation)."""
 
     def __init__(self, n_in: int, n_out: int, scale: float, roi: tuple[float, float],
-                 fn: OnnxResize):
+                 fn: ONNXResize):
         source = self._source(np.arange(n_out, dtype=np.float64), n_in, n_out, scale, roi,
                               fn.transform)
         self.outside = np.zeros(n_out, bool)
@@ -561,7 +561,7 @@ class _ResizeAxis:
         return index.astype(np.int64)
 
 
-class OnnxResize(Function):
+class ONNXResize(Function):
     """ONNX's Resize of the axes that change size or scale (nnabla leaves the others
     alone): nearest (with its rounding), linear or cubic resampling under one of ONNX's
     coordinate transformations, one axis after the other;
@@ -656,5 +656,5 @@ def onnx_resize(x: Variable, roi: Sequence[float] = (), scales: Sequence[float] 
     ``exclude_outside``), under ONNX's coordinate transformations (``roi`` and
     ``extrapolation_value`` for tf_crop_and_resize) and nearest roundings."""
     default_outputs("F.onnx_resize", n_outputs, outputs)
-    return OnnxResize(roi, scales, sizes, mode, coordinate_transformation_mode, cubic_coeff_a,
+    return ONNXResize(roi, scales, sizes, mode, coordinate_transformation_mode, cubic_coeff_a,
                       exclude_outside, extrapolation_value, nearest_mode)(x)

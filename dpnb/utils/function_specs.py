@@ -17,7 +17,7 @@ from ..errors import DpnbError
 from ..functions import (activation, array, attention, elementary, indexing, linalg, logic, loss,
                          math, nn, normalization, pooling, recurrent, reduction, sequence,
                          stochastic, subscript)
-from ..graph import Function, Variable
+from ..graph import Function, Variable, install_arguments
 
 Params = dict[str, object]
 Built = Variable | tuple[Variable, ...]
@@ -29,13 +29,16 @@ class FunctionSpec:
 
     ``export`` gives the ``param_field`` values of a function that has been set up;
     ``build`` adds the function to a graph from its inputs, those values (every field
-    of the message, defaults included) and its number of outputs."""
+    of the message, defaults included) and its number of outputs; ``arguments``, where
+    given, the values the function was called with (``Function.arguments``) where they
+    differ from those a file holds."""
 
     type_name: str
     cls: type
     param_field: str | None
     export: Callable[[Function], Params]
     build: Callable[[list[Variable], Params, int], Built]
+    arguments: Callable[[Function], Params] | None = None
 
 
 def _no_params(fn: Function) -> Params:
@@ -174,6 +177,23 @@ def _batch_norm(xs, p, n):
     return F.batch_normalization(*_batch_norm_inputs(xs, p, "BatchNormalization"),
                                  axes=p["axes"], decay_rate=p["decay_rate"], eps=p["eps"],
                                  batch_stat=p["batch_stat"], output_stat=n == 3)
+
+
+def _fused_batch_norm_params(fn) -> Params:
+    params = _batch_norm_params(fn)
+    if params["no_scale"] or params["no_bias"]:
+        raise DpnbError(f"{fn.name} without beta or gamma cannot be written in nnabla's format, "
+                        "whose FusedBatchNormalization always has both; pass both parameters")
+    return {"axes": params["axes"], "decay_rate": params["decay_rate"], "eps": params["eps"],
+            "batch_stat": params["batch_stat"], "nonlinearity": fn.nonlinearity}
+
+
+def _fused_batch_norm(xs, p, n):
+    x, beta, gamma, mean, variance, *z = xs
+    return F.fused_batch_normalization(x, beta, gamma, mean, variance, z[0] if z else None,
+                                       axes=p["axes"], decay_rate=p["decay_rate"], eps=p["eps"],
+                                       batch_stat=p["batch_stat"],
+                                       nonlinearity=p["nonlinearity"], output_stat=n == 3)
 
 
 def _sync_batch_norm_params(fn) -> Params:
@@ -370,7 +390,7 @@ _NO_PARAM = [
     ("Tanh", activation.Tanh, F.tanh), ("Sigmoid", activation.Sigmoid, F.sigmoid),
     ("ReLU6", activation.ReLU6, F.relu6), ("GELU", activation.GELU, F.gelu),
     ("Mish", activation.Mish, F.mish), ("Swish", activation.Swish, F.swish),
-    ("SoftSign", activation.Softsign, F.softsign),
+    ("SoftSign", activation.SoftSign, F.softsign),
     ("LogSigmoid", activation.LogSigmoid, F.log_sigmoid),
     ("HardSigmoid", activation.HardSigmoid, F.hard_sigmoid),
     ("HardTanh", activation.HardTanh, F.hard_tanh),
@@ -392,7 +412,7 @@ _NO_PARAM = [
     ("BinaryCrossEntropy", loss.BinaryCrossEntropy, F.binary_cross_entropy),
     ("AbsoluteError", loss.AbsoluteError, F.absolute_error),
     ("BinaryError", loss.BinaryError, F.binary_error),
-    ("ATan2", math.Atan2, F.atan2), ("Maximum2", math.Maximum2, F.maximum2),
+    ("ATan2", math.ATan2, F.atan2), ("Maximum2", math.Maximum2, F.maximum2),
     ("Minimum2", math.Minimum2, F.minimum2), ("AddN", math.AddN, F.add_n),
     ("MulN", math.MulN, F.mul_n),
     ("Exp", elementary.Exp, F.exp), ("Log", elementary.Log, F.log), ("Abs", elementary.Abs, F.abs),
@@ -467,14 +487,15 @@ _SPECS = [
     FunctionSpec("CELU", activation.CELU, "celu_param", _attrs("alpha", "axis"),
                  _call(F.celu, "alpha", "axis")),
     FunctionSpec("CReLU", activation.CReLU, "crelu_param", _axis, _call(F.crelu, "axis")),
-    FunctionSpec("SoftPlus", activation.Softplus, "softplus_param", _attrs("beta"),
+    FunctionSpec("SoftPlus", activation.SoftPlus, "softplus_param", _attrs("beta"),
                  _call(F.softplus, "beta")),
     FunctionSpec("PReLU", activation.PReLU, "prelu_param", _attrs("base_axis"),
                  _call(F.prelu, "base_axis")),
     # array
     FunctionSpec("Reshape", array.Reshape, "reshape_param",
                  lambda fn: {"shape": _ints(fn.out_shape), "inplace": bool(fn.inplace)},
-                 _call(F.reshape, "shape", "inplace")),
+                 _call(F.reshape, "shape", "inplace"),
+                 arguments=lambda fn: {"shape": _ints(fn.shape), "inplace": bool(fn.inplace)}),
     FunctionSpec("Transpose", array.Transpose, "transpose_param", _attrs("axes"),
                  _call(F.transpose, "axes")),
     FunctionSpec("Concatenate", array.Concatenate, "concatenate_param", _axis,
@@ -584,6 +605,8 @@ _SPECS = [
     # normalization
     FunctionSpec("BatchNormalization", normalization.BatchNormalization,
                  "batch_normalization_param", _batch_norm_params, _batch_norm),
+    FunctionSpec("FusedBatchNormalization", normalization.FusedBatchNormalization,
+                 "fused_batch_normalization_param", _fused_batch_norm_params, _fused_batch_norm),
     FunctionSpec("SyncBatchNormalization", normalization.SyncBatchNormalization,
                  "sync_batch_normalization_param", _sync_batch_norm_params, _sync_batch_norm),
     FunctionSpec("LayerNormalization", normalization.LayerNormalization,
@@ -633,7 +656,7 @@ _SPECS = [
                  lambda fn: _pooling_params(fn.pooling),
                  _call(F.max_pooling_backward, "kernel", "stride", "ignore_border", "pad",
                        "channel_last")),
-    FunctionSpec("ONNXResize", pooling.OnnxResize, "onnx_resize_param",
+    FunctionSpec("ONNXResize", pooling.ONNXResize, "onnx_resize_param",
                  _attrs("roi", "scales", "sizes", "mode", "nearest_mode",
                         coordinate_transformation_mode="transform", cubic_coeff_a="a",
                         exclude_outside=lambda fn: int(fn.exclude_outside),
@@ -785,3 +808,13 @@ def spec_of_type(type_name: str) -> FunctionSpec:
 def exported_types() -> list[str]:
     """nnabla's type names of every function dpnb can write and read."""
     return list(_BY_TYPE)
+
+
+def _arguments(fn: Function) -> Params:
+    """``Function.arguments``: a function's ``*_param`` values as it was called with them
+    (a file holds Reshape's shape resolved, its arguments keep the -1 given)."""
+    spec = spec_of_function(fn)
+    return (spec.arguments or spec.export)(fn)
+
+
+install_arguments(_arguments)
