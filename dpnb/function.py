@@ -1,14 +1,27 @@
 """nnabla's ``nnabla.function``: ``PythonFunction``, the base class of functions users
 write in Python, on variables (``setup_impl``, ``forward_impl``, ``backward_impl``), as
-in nnabla; dpnb runs each call as a graph function like its own."""
+in nnabla; dpnb runs each call as a graph function like its own.  nnabla's function
+classes (``Affine``, ``Reshape`` ...) are here too, by their type names."""
 from __future__ import annotations
 
 import contextlib
+import functools
 
 from .context import Context, context_scope
 from .graph import Function, Variable
+from .utils.function_specs import exported_types
+from .utils.load_function import function_instance
 
 __all__ = ["Function", "PythonFunction"]
+
+
+def __getattr__(name: str):
+    """nnabla's function classes by type name: ``Affine(ctx, base_axis=1)`` makes the
+    function with its parameters set (nnabla's defaults for the others), to call on
+    variables as ``f(x, w, b, n_outputs=1, auto_forward=False)``."""
+    if name in exported_types():
+        return functools.partial(function_instance, name)
+    raise AttributeError(f"module 'nnabla.function' has no attribute {name!r}")
 
 
 class PythonFunction:
