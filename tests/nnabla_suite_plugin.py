@@ -3,43 +3,21 @@
 Loaded with ``-p``, it makes ``nnabla`` names resolve to dpnb before pytest imports any
 conftest or test module, keeps only the node ids listed in ``--dpnb-select``, and writes
 each test's outcome, with the first line of its error, as a JSON line to
-``--dpnb-outcomes``.  It changes no test and adds no fixture; its one shim gives three
-private helpers of nnabla's that tests import (``_private_helpers``)."""
+``--dpnb-outcomes``.  It changes no test and adds no fixture; its one shim gives the
+private helpers of nnabla's that tests import to build their references
+(``nnabla_private``)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 import dpnb
+import nnabla_private
 
 dpnb.use_as_nnabla()
 
 
-def _private_helpers() -> None:
-    """The runner's one shim: private helpers of nnabla's that some tests import to build
-    their references (not nnabla's public API, so dpnb does not have them)."""
-    import dpnb.normalization_functions as normalization
-
-    def force_list(axis):
-        return axis if hasattr(axis, "__iter__") else [axis]
-
-    def axes_excluding(ndim, axes):
-        axes = [a + ndim if a < 0 else a for a in force_list(axes)]
-        return [i for i in range(ndim) if i not in axes]
-
-    def apply_affine(x, scale=None, bias=None):
-        if scale is not None:
-            x *= scale
-        if bias is not None:
-            x += bias
-        return x
-
-    normalization._force_list = force_list
-    normalization._get_axes_excluding = axes_excluding
-    normalization._apply_affine = apply_affine
-
-
-_private_helpers()
+nnabla_private.install()
 
 
 def pytest_addoption(parser):

@@ -1,0 +1,109 @@
+"""nnabla's ``nn.ProtoVariable``: a variable of a network definition, which functions,
+parametric functions and modules called on it record into graph_def's current network."""
+from __future__ import annotations
+
+from .. import functions as F
+from ..graph import Variable
+from ..ndarray import NdArray
+from ..proto import nnabla_pb2
+from .proto_initializer import initializer_to_proto
+
+
+def _proto_operand(x):
+    """An nn.Variable or NdArray operand of a ProtoVariable's operator, as a new
+    ProtoVariable of its shape (as nnabla); anything else as it is."""
+    return ProtoVariable(x.shape) if isinstance(x, (NdArray, Variable)) else x
+
+
+class ProtoVariable:
+    """A variable of a network definition: given to functions, parametric functions or
+    modules in place of an nn.Variable, it records them into the current graph_def
+    network (nothing is computed).  ``parent`` names the function computing it,
+    ``required`` those reading it; ``variable_instance`` is the nn.Variable it stands
+    for once the network is built."""
+
+    def __init__(self, shape, name=None, need_grad=False, var_type="Buffer"):
+        self.name = name
+        self.shape = tuple(shape)
+        self.need_grad = need_grad
+        self.parent = None
+        self.required = []
+        self.type = var_type
+        self.initializer = None
+        self.variable_instance = None
+        self.repeat_id = []
+        self._proto = None
+
+    def __repr__(self) -> str:
+        return f"<ProtoVariable {self.name!r} {self.shape} {self.type}>"
+
+    @property
+    def ndim(self) -> int:
+        """The number of axes, as an nn.Variable has (dpnb's parametric functions read it)."""
+        return len(self.shape)
+
+    def clone(self) -> "ProtoVariable":
+        v = ProtoVariable(self.shape, self.name, self.need_grad, self.type)
+        v.parent = self.parent
+        v.required = list(self.required)
+        v.initializer = self.initializer
+        v.variable_instance = self.variable_instance
+        v.repeat_id = list(self.repeat_id)
+        return v
+
+    def to_message(self):
+        """This variable as nnabla's ``Variable`` message, from its present state."""
+        message = nnabla_pb2.Variable()
+        message.name = self.name
+        message.type = self.type
+        message.repeat_id.extend(self.repeat_id)
+        message.shape.dim.extend(int(d) for d in self.shape)
+        initializer_to_proto(self.initializer, message)
+        return message
+
+    @property
+    def proto(self):
+        """nnabla's ``Variable`` message of this variable, made once and then kept (edits
+        to it stay, as in nnabla)."""
+        if self._proto is None:
+            self._proto = self.to_message()
+        return self._proto
+
+    # -- operators: they record the function, as nnabla's ProtoVariable does -------
+    def __pos__(self):
+        return self
+
+    def __neg__(self):
+        return F.mul_scalar(self, -1)
+
+    def __add__(x, y):
+        x, y = _proto_operand(x), _proto_operand(y)
+        if isinstance(y, ProtoVariable):
+            return F.add2(x, y)
+        return F.add_scalar(x, y)
+
+    def __sub__(x, y):
+        x, y = _proto_operand(x), _proto_operand(y)
+        if isinstance(y, ProtoVariable):
+            return F.sub2(x, y)
+        return F.add_scalar(x, -y)
+
+    def __mul__(x, y):
+        x, y = _proto_operand(x), _proto_operand(y)
+        if isinstance(y, ProtoVariable):
+            return F.mul2(x, y)
+        return F.mul_scalar(x, y)
+
+    def __truediv__(x, y):
+        x, y = _proto_operand(x), _proto_operand(y)
+        if isinstance(y, ProtoVariable):
+            return F.div2(x, y)
+        return F.mul_scalar(x, 1.0 / y)
+
+    def __pow__(x, y, z=None):
+        if z is not None:
+            return NotImplemented
+        x, y = _proto_operand(x), _proto_operand(y)
+        if isinstance(y, ProtoVariable):
+            return F.pow2(x, y)
+        return F.pow_scalar(x, y)
