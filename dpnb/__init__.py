@@ -1,10 +1,14 @@
 """dpnb: data-parallel neural-network training from notebooks, with nnabla's API.
 
 ``import dpnb as nn`` gives the core: variables, contexts, parameters."""
+from importlib import metadata as _metadata
+
 from .context import Context, context_scope, default_extension, get_current_context, set_default_context
 from .errors import DpnbError
 from .graph import (Function, Variable, auto_forward, forward_all, get_auto_forward, no_grad,
-                    recompute, recompute_fn, set_auto_forward, set_global_recompute)
+                    recompute, recompute_fn, set_auto_forward, set_function_post_hook,
+                    set_function_pre_hook, set_global_recompute, unset_function_post_hook,
+                    unset_function_pre_hook)
 from .logger import logger  # the Logger, as nnabla's package attribute is (not the module)
 from .ndarray import NdArray, prefer_cached_array
 from .parameter import (clear_parameters, get_current_parameter_scope, get_parameter_or_create,
@@ -14,10 +18,18 @@ from .random import seed
 from . import functions  # noqa: E402,F401 (variables' operators are functions)
 from .utils import function_specs  # noqa: E402,F401 (Function.arguments reads it)
 
+try:
+    __version__ = _metadata.version("dpnb")  # dpnb's own release, as `pip show dpnb` gives
+except _metadata.PackageNotFoundError:  # a source tree used without installing it
+    __version__ = "0+unknown"
+nnabla_version = "1.39.0"  # the nnabla release whose API, tests and files dpnb follows
+
 __all__ = [
     "Context", "context_scope", "default_extension", "get_current_context", "set_default_context",
     "DpnbError", "Function", "Variable", "auto_forward", "forward_all", "get_auto_forward",
-    "no_grad", "recompute", "recompute_fn", "set_auto_forward", "set_global_recompute", "logger",
+    "no_grad", "recompute", "recompute_fn", "set_auto_forward", "set_function_post_hook",
+    "set_function_pre_hook", "set_global_recompute", "unset_function_post_hook",
+    "unset_function_pre_hook", "logger",
     "NdArray", "prefer_cached_array", "clear_parameters", "get_current_parameter_scope", "get_parameter_or_create",
     "get_parameters", "load_parameters", "parameter_scope", "save_parameters", "set_parameter",
     "seed",

@@ -38,6 +38,8 @@ _epoch = 0  # bumped whenever a graph is reshaped or rewired: plans made before 
 # a function called on one goes to the type's recorder instead of into a graph.
 _recorders: dict[type, Callable[["Function", tuple], object]] = {}
 _serial = itertools.count()  # creation order of functions, for function_references
+# Hooks every function's forward and backward calls, by key (set_function_pre_hook ...).
+_global_hooks: dict[str, dict[str, Hook]] = {"pre": {}, "post": {}}
 
 
 def get_auto_forward() -> bool:
@@ -118,6 +120,49 @@ def register_recorder(kind: type, record: Callable[["Function", tuple], object])
 def is_recorded(x) -> bool:
     """Whether ``x`` stands for a variable of a network definition (a recorder takes it)."""
     return type(x) in _recorders
+
+
+def set_function_pre_hook(key: str, hook: Hook) -> None:
+    """Call ``hook(function)`` just before every function's forward and backward, in every
+    pass and eager call, until ``unset_function_pre_hook(key)``."""
+    _global_hooks["pre"][key] = hook
+
+
+def set_function_post_hook(key: str, hook: Hook) -> None:
+    """Call ``hook(function)`` just after every function's forward and backward, until
+    ``unset_function_post_hook(key)``."""
+    _global_hooks["post"][key] = hook
+
+
+def unset_function_pre_hook(key: str) -> None:
+    """Remove the hook ``set_function_pre_hook`` registered under ``key``."""
+    _unset_hook("pre", key)
+
+
+def unset_function_post_hook(key: str) -> None:
+    """Remove the hook ``set_function_post_hook`` registered under ``key``."""
+    _unset_hook("post", key)
+
+
+def _unset_hook(when: str, key: str) -> None:
+    if key not in _global_hooks[when]:
+        raise DpnbError(f"unset_function_{when}_hook: no hook is set under {key!r}; set ones: "
+                        f"{sorted(_global_hooks[when]) or 'none'}")
+    del _global_hooks[when][key]
+
+
+def _hooks(when: str, hook: Hook | None) -> Hook | None:
+    """The global ``when`` hooks, then ``hook`` (a pass's own), as one; None if none."""
+    if not _global_hooks[when]:
+        return hook
+    hooks = [*_global_hooks[when].values(), *([hook] if hook is not None else [])]
+    if len(hooks) < 2:
+        return hooks[0] if hooks else None
+
+    def call_all(fn: "Function") -> None:
+        for h in hooks:
+            h(fn)
+    return call_all
 
 
 def set_global_recompute(recompute: bool) -> None:
@@ -314,6 +359,10 @@ class Variable:
     def __len__(self) -> int:
         return self.shape[0]
 
+    def __bool__(self) -> bool:
+        """A variable is always true, whatever its shape, as nnabla's (``if v:``)."""
+        return True
+
     # -- graph links ------------------------------------------------------
     @property
     def parent(self) -> "Function | None":
@@ -465,7 +514,7 @@ class Variable:
         backward will not read either.  The hooks are called with each function
         just before and just after it runs."""
         self._plan().forward([self], clear_buffer, clear_no_need_grad,
-                             function_pre_hook, function_post_hook)
+                             _hooks("pre", function_pre_hook), _hooks("post", function_post_hook))
 
     def backward(self, grad=1, clear_buffer: bool = False, communicator_callbacks=None,
                  function_pre_hook: Hook | None = None,
@@ -490,7 +539,8 @@ class Variable:
         # (None: this variable's gradient; an NdArray) stays.
         made_seed = not (grad is None or isinstance(grad, NdArray))
         self._plan().backward(self, self._seed(grad), clear_buffer, callbacks,
-                              function_pre_hook, function_post_hook, made_seed)
+                              _hooks("pre", function_pre_hook), _hooks("post", function_post_hook),
+                              made_seed)
 
     def _seed(self, grad):
         """The gradient backward starts from, as an array of this variable's shape and type."""
@@ -530,7 +580,7 @@ def forward_all(variables: Sequence[Variable], clear_buffer: bool = False,
         if not isinstance(v, Variable):
             raise DpnbError(f"forward_all: item {i} must be an nn.Variable, got {type(v).__name__}")
     _Schedule(roots).forward(roots, clear_buffer, clear_no_need_grad,
-                             function_pre_hook, function_post_hook)
+                             _hooks("pre", function_pre_hook), _hooks("post", function_post_hook))
 
 
 class FunctionInfo(NamedTuple):
@@ -587,6 +637,11 @@ class Function:
             raise DpnbError("Function.arguments needs dpnb.utils.function_specs, which knows "
                             "nnabla's parameters of each function; import it first")
         return _export_arguments(self)
+
+    def set_active_input_mask(self, mask) -> None:
+        """nnabla's: compute with the inputs where ``mask`` is True only; AddN and MulN
+        have it, as in nnabla."""
+        raise self.error("set_active_input_mask is for AddN and MulN only, as in nnabla")
 
     @property
     def info(self) -> "FunctionInfo":
@@ -747,7 +802,12 @@ class Function:
                     x._consumers = weakref.WeakSet()
                 x._consumers.add(self)
         if _auto_forward:
+            pre, post = _hooks("pre", None), _hooks("post", None)
+            if pre is not None:
+                pre(self)
             self._run_forward()
+            if post is not None:
+                post(self)
         return self.outputs[0] if len(self.outputs) == 1 else tuple(self.outputs)
 
     def _compute_on_arrays(self, inputs: Sequence["Variable | NdArray"]):

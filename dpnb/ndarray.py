@@ -184,6 +184,17 @@ class NdArray:
         part.bind(self.data[start:start + length])
         return part
 
+    def view(self, shape: Sequence[int]) -> "NdArray":
+        """An NdArray of ``shape`` (the same number of elements) over the same memory."""
+        shape = _as_shape(shape)
+        if math.prod(shape) != self._size:
+            raise DpnbError(f"view: shape {shape} holds {math.prod(shape)} elements, but "
+                            f"{self.owner or 'this array'} of shape {self._shape} has {self._size}")
+        viewed = NdArray(shape, dtype=self._dtype, xp=self._xp,
+                         owner=f"a view of {self.owner or 'an array'}")
+        viewed.bind(self.data.reshape(shape))
+        return viewed
+
     def bind(self, array) -> None:
         """Point this handle at ``array`` (no copy): used by the graph and flat storage."""
         self._array = array

@@ -244,7 +244,7 @@ def test_pf_prelu_parameters():
 
 
 def test_pf_prelu_rejects_bad_input():
-    with pytest.raises(DpnbError, match="PF.prelu expects an nn.Variable input, got ndarray"):
+    with pytest.raises(DpnbError, match="PF.prelu expects an nn.Variable or NdArray input, got ndarray"):
         PF.prelu(np.zeros((2, 3)))
     with pytest.raises(DpnbError, match=r"PF.prelu: base_axis must lie in \[-2, 2\)"):
         PF.prelu(nn.Variable((2, 3)), shared=False, base_axis=2)

@@ -416,3 +416,42 @@ def test_function_bases_patch_correlation_is_nnablas_raw_channel_last_function()
                                                 nn.Variable.from_numpy_array(b))
     assert y.parent.name == "PatchCorrelation" and y.shape == (1, 3, 4, 1, 1)
     np.testing.assert_allclose(y.d[..., 0, 0], (a * b).sum(-1), rtol=1e-6)
+
+
+def test_global_function_hooks_see_every_forward_and_backward_until_unset():
+    x = nn.Variable.from_numpy_array(np.array([0.5, 1.5]), need_grad=True)
+    y = F.exp(F.sin(x))
+    seen = []
+    nn.set_function_pre_hook("names", lambda f: seen.append(("pre", f.name)))
+    nn.set_function_post_hook("values", lambda f: seen.append(("post", f.outputs[0].d.sum())))
+    try:
+        y.forward(function_pre_hook=lambda f: seen.append(("own", f.name)))
+        y.backward()
+        with nn.auto_forward():
+            F.cos(x)
+    finally:
+        nn.unset_function_pre_hook("names")
+        nn.unset_function_post_hook("values")
+    s = np.sin(x.d)
+    assert seen == [("pre", "Sin"), ("own", "Sin"), ("post", s.sum()),
+                    ("pre", "Exp"), ("own", "Exp"), ("post", np.exp(s).sum()),
+                    ("pre", "Exp"), ("post", np.exp(s).sum()), ("pre", "Sin"), ("post", s.sum()),
+                    ("pre", "Cos"), ("post", np.cos(x.d).sum())]
+    y.forward()
+    assert len(seen) == 12
+    with pytest.raises(DpnbError, match="no hook is set under 'names'"):
+        nn.unset_function_pre_hook("names")
+
+
+def test_a_variable_is_true_whatever_its_shape():
+    assert nn.Variable(()) and nn.Variable((0, 3)) and nn.Variable((2,))
+    assert len(nn.Variable((2, 3))) == 2
+
+
+def test_ndarray_view_shares_memory_in_another_shape():
+    a = nn.NdArray.from_numpy_array(np.arange(6.0))
+    v = a.narrow(0, 0, 6).view((2, 3))
+    v.data[1, 0] = 100.0
+    np.testing.assert_array_equal(a.data, [0, 1, 2, 100, 4, 5])
+    with pytest.raises(DpnbError, match=r"view: shape \(4,\) holds 4 elements"):
+        a.view((4,))

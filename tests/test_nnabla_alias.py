@@ -252,3 +252,16 @@ def test_dpnb_run_names_a_missing_script(tmp_path):
     result = subprocess.run([DPNB, "run", str(tmp_path / "missing.py")], capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 2 and "no such file" in result.stderr
+
+
+def test_version_is_dpnbs_release_and_names_the_nnabla_it_follows():
+    result = python("""
+        import importlib.metadata
+        import dpnb
+        dpnb.use_as_nnabla()
+        import nnabla as nn
+        assert nn.__version__ == importlib.metadata.version("dpnb") == dpnb.__version__
+        assert nn.nnabla_version == "1.39.0"
+        print("ok")
+    """)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr

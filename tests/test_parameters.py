@@ -284,3 +284,14 @@ def test_unknown_parameter_file_formats_are_refused(tmp_path):
         with open(tmp_path / "x", "wb") as f:
             nn.save_parameters(f)
     assert sorted(os.listdir(tmp_path)) == ["x"]
+
+
+def test_parametric_functions_on_an_ndarray_compute_at_once():
+    nn.clear_parameters()
+    a = np.arange(24.0).reshape(2, 3, 4)
+    y = PF.affine(nn.NdArray.from_numpy_array(a), 5, name="eager")
+    assert isinstance(y, nn.NdArray) and y.shape == (2, 5)
+    params = nn.get_parameters()
+    w, b = params["eager/affine/W"].d, params["eager/affine/b"].d
+    np.testing.assert_allclose(y.data, a.reshape(2, 12) @ w + b, rtol=1e-5)
+    nn.clear_parameters()

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from ..errors import DpnbError
 from ..graph import Variable, is_recorded
+from ..ndarray import NdArray
 from ..initializer import ConstantInitializer
 from ..parameter import get_parameter_or_create, parameter_scope
 
@@ -60,10 +61,11 @@ def parametric_function_api(scope_name: str | None = None,
 
 
 def check_input(fn_name: str, inp, min_ndim: int) -> None:
-    """A parametric function's input: a variable (or a graph_def ProtoVariable) of at
-    least ``min_ndim`` dimensions."""
-    if not isinstance(inp, Variable) and not is_recorded(inp):
-        raise DpnbError(f"PF.{fn_name} expects an nn.Variable input, got {type(inp).__name__}")
+    """A parametric function's input: a variable, an NdArray (computed at once, as nnabla
+    does) or a graph_def ProtoVariable, of at least ``min_ndim`` dimensions."""
+    if not isinstance(inp, (Variable, NdArray)) and not is_recorded(inp):
+        raise DpnbError(f"PF.{fn_name} expects an nn.Variable or NdArray input, got "
+                        f"{type(inp).__name__}")
     if len(inp.shape) < min_ndim:
         raise DpnbError(f"PF.{fn_name} expects an input of at least {min_ndim} dimensions, "
                         f"got shape {inp.shape}")
