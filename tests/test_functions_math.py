@@ -505,3 +505,28 @@ def test_bit_shift_keeps_the_unsigned_dtype():
     y = F.bit_shift(_variable(np.array([3, 128], np.uint16)), _variable(np.array([2, 9], np.uint16)))
     assert y.dtype == np.uint16
     np.testing.assert_array_equal(_forward(y), [12, 0])
+
+
+def test_set_active_input_mask_leaves_inputs_out_of_add_n_and_mul_n():
+    rng = np.random.RandomState(3)
+    arrays = [rng.randn(2, 3) for _ in range(4)]
+    mask = [True, False, True, True]
+    for build, reduce in ((F.add_n, np.add), (F.mul_n, np.multiply)):
+        xs = [nn.Variable.from_numpy_array(a, need_grad=True) for a in arrays]
+        y = build(*xs)
+        y.parent.set_active_input_mask(mask)
+        y.forward()
+        a, c, d = arrays[0], arrays[2], arrays[3]
+        np.testing.assert_allclose(y.d, reduce(reduce(a, c), d))
+        for x in xs:
+            x.grad.fill(7.0)
+        y.backward()
+        np.testing.assert_array_equal(xs[1].g, 7.0)  # left out: untouched
+        expected = [1, None, 1, 1] if build is F.add_n else [c * d, None, a * d, a * c]
+        for x, e in zip(xs, expected):
+            if e is not None:
+                np.testing.assert_allclose(x.g, 7.0 + e)
+    with pytest.raises(DpnbError, match="one flag per input"):
+        F.add_n(*xs).parent.set_active_input_mask([True])
+    with pytest.raises(DpnbError, match="for AddN and MulN only"):
+        F.sin(xs[0]).parent.set_active_input_mask([True])

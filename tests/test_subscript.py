@@ -84,3 +84,21 @@ def test_a_value_that_does_not_fit_the_key_names_both():
     with pytest.raises(DpnbError, match=r"SetItem: cannot set .* of an array of shape \(3, 4\) "
                                         r"to a value of shape \(3,\)"):
         y[0] = nn.Variable((3,))
+
+
+@pytest.mark.parametrize("key, arguments", [  # the arguments real nnabla 1.39 gives
+    ((slice(None), slice(None, 5)), ([0, 0], [10, 5], [1, 1])),
+    ((slice(None, None, -1), slice(None, -6, -1)), ([-1, -1], [-11, -6], [-1, -1])),
+    ((slice(2, 8, 2),), ([2, 0], [8, 10], [2, 1])),
+    ((Ellipsis, slice(1, 3)), ([0, 1], [10, 3], [1, 1])),
+    ((slice(-3, None),), ([-3, 0], [10, 10], [1, 1])),
+])
+def test_a_key_of_slices_is_nnablas_slice(key, arguments):
+    a = np.arange(100.0).reshape(10, 10)
+    x = nn.Variable.from_numpy_array(a)
+    y = x[key]
+    start, stop, step = arguments
+    assert y.parent.name == "Slice"
+    assert y.parent.arguments == {"start": start, "stop": stop, "step": step}
+    y.forward()
+    np.testing.assert_array_equal(y.d, a[key])

@@ -1,7 +1,8 @@
 """nnabla-style functions (``import dpnb.functions as F``), one module per family.
 
 Each function is a small ``Function`` subclass holding forward and backward,
-plus the lower-case call that adds it to the graph.  Importing the package also gives
+plus the lower-case call that adds it to the graph, and its nnabla network-file form
+(``nnabla_spec``, see ``specs``).  Importing the package also gives
 ``Variable`` its arithmetic operators (``operators``): the graph does not import the
 functions, the functions install themselves on it."""
 from .activation import *  # noqa: F401,F403

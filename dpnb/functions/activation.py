@@ -6,6 +6,8 @@ import numpy as np
 
 from ..graph import Function, Variable
 from .base import Unary, base_axis_of, default_outputs, one_axis, sum_to
+from .specs import (FunctionSpec, always_false, attrs, call, inplace_false, int_axis, unary,
+                    without_params)
 
 __all__ = ["relu", "elu", "leaky_relu", "tanh", "sigmoid", "softmax", "log_softmax", "relu6",
            "selu", "celu", "crelu", "gelu", "mish", "swish", "softplus", "softsign",
@@ -29,6 +31,8 @@ def log_softmax_of(xp, x, axis: int):
 class ReLU(Unary):
     """max(x, 0); the gradient passes where the output is positive."""
 
+    nnabla_spec = FunctionSpec("ReLU", "relu_param", ("inplace",), inplace_false, unary("relu"))
+
     grad_depends_on_inputs = False
     grad_depends_on_outputs = True
 
@@ -47,6 +51,9 @@ def relu(x: Variable, inplace: bool = False, n_outputs: int = -1, outputs=None) 
 
 class ELU(Unary):
     """x for x > 0, alpha * (exp(x) - 1) otherwise."""
+
+    nnabla_spec = FunctionSpec("ELU", "elu_param", ("alpha",), attrs("alpha"),
+                               call("elu", "alpha"))
 
     def __init__(self, alpha: float):
         self.alpha = alpha
@@ -68,6 +75,9 @@ def elu(x: Variable, alpha: float = 1.0, n_outputs: int = -1, outputs=None) -> V
 
 class LeakyReLU(Unary):
     """x for x > 0, alpha * x otherwise."""
+
+    nnabla_spec = FunctionSpec("LeakyReLU", "leaky_relu_param", ("alpha", "inplace"),
+                               attrs("alpha", inplace=always_false), call("leaky_relu", "alpha"))
 
     def __init__(self, alpha: float):
         self.alpha = alpha
@@ -91,6 +101,8 @@ def leaky_relu(x: Variable, alpha: float = 0.1, inplace: bool = False,
 class Tanh(Unary):
     """Hyperbolic tangent; its gradient 1 - y**2 comes from the output."""
 
+    nnabla_spec = without_params("Tanh", "tanh")
+
     grad_depends_on_inputs = False
     grad_depends_on_outputs = True
 
@@ -110,6 +122,8 @@ def tanh(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 
 class Sigmoid(Unary):
     """1 / (1 + exp(-x)); its gradient y (1 - y) comes from the output."""
+
+    nnabla_spec = without_params("Sigmoid", "sigmoid")
 
     grad_depends_on_inputs = False
     grad_depends_on_outputs = True
@@ -143,6 +157,9 @@ class _AlongAxis(Function):
 class Softmax(_AlongAxis):
     """exp(x) / sum(exp(x)) along an axis, shifted by the maximum for stability."""
 
+    nnabla_spec = FunctionSpec("Softmax", "softmax_param", ("axis",), int_axis,
+                               call("softmax", "axis"))
+
     grad_depends_on_inputs = False
     grad_depends_on_outputs = True
 
@@ -164,6 +181,9 @@ def softmax(x: Variable, axis: int | None = None, n_outputs: int = -1, outputs=N
 
 class LogSoftmax(_AlongAxis):
     """x - log(sum(exp(x))) along an axis, shifted by the maximum for stability."""
+
+    nnabla_spec = FunctionSpec("LogSoftmax", "log_softmax_param", ("axis",), int_axis,
+                               call("log_softmax", "axis"))
 
     grad_depends_on_inputs = False
     grad_depends_on_outputs = True
@@ -191,6 +211,8 @@ def _softplus(xp, x):
 class ReLU6(Unary):
     """min(max(x, 0), 6); the gradient passes where 0 < x < 6."""
 
+    nnabla_spec = without_params("ReLU6", "relu6")
+
     def forward_arrays(self, xp, xs):
         return (xp.clip(xs[0], 0, 6),)
 
@@ -207,6 +229,9 @@ def relu6(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 
 class SELU(Unary):
     """scale * x for x > 0, scale * alpha * (exp(x) - 1) otherwise."""
+
+    nnabla_spec = FunctionSpec("SELU", "selu_param", ("scale", "alpha"), attrs("scale", "alpha"),
+                               call("selu", "scale", "alpha"))
 
     def __init__(self, scale: float, alpha: float):
         self.scale, self.alpha = float(scale), float(alpha)
@@ -260,6 +285,9 @@ class _Mirrored(Function):
 class CELU(_Mirrored):
     """elu(x) and elu(-x), concatenated along an axis."""
 
+    nnabla_spec = FunctionSpec("CELU", "celu_param", ("alpha", "axis"), attrs("alpha", "axis"),
+                               call("celu", "alpha", "axis"))
+
     def __init__(self, alpha: float, axis: int):
         super().__init__(axis)
         self.alpha = float(alpha)
@@ -281,6 +309,8 @@ def celu(x: Variable, alpha: float = 1.0, axis: int = 1,
 class CReLU(_Mirrored):
     """relu(x) and relu(-x), concatenated along an axis."""
 
+    nnabla_spec = FunctionSpec("CReLU", "crelu_param", ("axis",), int_axis, call("crelu", "axis"))
+
     def half(self, xp, x):
         return xp.maximum(x, 0)
 
@@ -299,6 +329,8 @@ _GELU_C = float(np.sqrt(2 / np.pi))
 
 class GELU(Unary):
     """x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x**3))), the tanh form nnabla uses."""
+
+    nnabla_spec = without_params("GELU", "gelu")
 
     def forward_arrays(self, xp, xs):
         (x,) = xs
@@ -320,6 +352,8 @@ def gelu(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class Mish(Unary):
     """x * tanh(softplus(x))."""
 
+    nnabla_spec = without_params("Mish", "mish")
+
     def forward_arrays(self, xp, xs):
         (x,) = xs
         return (x * xp.tanh(_softplus(xp, x)),)
@@ -339,6 +373,8 @@ def mish(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class Swish(Unary):
     """x * sigmoid(x)."""
 
+    nnabla_spec = without_params("Swish", "swish")
+
     def forward_arrays(self, xp, xs):
         (x,) = xs
         return (x * logistic(xp, x),)
@@ -357,6 +393,9 @@ def swish(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 
 class SoftPlus(Unary):
     """log(1 + exp(beta x)) / beta, computed without overflow."""
+
+    nnabla_spec = FunctionSpec("SoftPlus", "softplus_param", ("beta",), attrs("beta"),
+                               call("softplus", "beta"))
 
     def __init__(self, beta: float):
         self.beta = float(beta)
@@ -383,6 +422,8 @@ def softplus(x: Variable, beta: float = 1.0, n_outputs: int = -1, outputs=None) 
 class SoftSign(Unary):
     """x / (1 + |x|)."""
 
+    nnabla_spec = without_params("SoftSign", "softsign")
+
     def forward_arrays(self, xp, xs):
         (x,) = xs
         return (x / (1 + xp.abs(x)),)
@@ -401,6 +442,8 @@ def softsign(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class LogSigmoid(Unary):
     """log(sigmoid(x)) = -softplus(-x), computed without overflow."""
 
+    nnabla_spec = without_params("LogSigmoid", "log_sigmoid")
+
     def forward_arrays(self, xp, xs):
         return (-_softplus(xp, -xs[0]),)
 
@@ -416,6 +459,8 @@ def log_sigmoid(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 
 class HardSigmoid(Unary):
     """clip(0.2 x + 0.5, 0, 1); the gradient 0.2 passes where |x| < 2.5."""
+
+    nnabla_spec = without_params("HardSigmoid", "hard_sigmoid")
 
     def forward_arrays(self, xp, xs):
         return (xp.clip(0.2 * xs[0] + 0.5, 0, 1),)
@@ -434,6 +479,8 @@ def hard_sigmoid(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class HardTanh(Unary):
     """clip(x, -1, 1); the gradient passes where |x| < 1."""
 
+    nnabla_spec = without_params("HardTanh", "hard_tanh")
+
     def forward_arrays(self, xp, xs):
         return (xp.clip(xs[0], -1, 1),)
 
@@ -449,6 +496,8 @@ def hard_tanh(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 
 class TanhShrink(Unary):
     """x - tanh(x); its gradient is tanh(x)**2."""
+
+    nnabla_spec = without_params("TanhShrink", "tanh_shrink")
 
     def forward_arrays(self, xp, xs):
         (x,) = xs
@@ -468,6 +517,9 @@ def tanh_shrink(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class PReLU(Function):
     """x for x > 0, w x otherwise, with a learned slope ``w``: one value (size 1) or
     one per channel of the axis ``base_axis``."""
+
+    nnabla_spec = FunctionSpec("PReLU", "prelu_param", ("base_axis",), attrs("base_axis"),
+                               call("prelu", "base_axis"))
 
     def __init__(self, base_axis: int):
         self.base_axis = base_axis

@@ -12,6 +12,8 @@ from ..errors import DpnbError, DpnbTypeError, DpnbValueError
 from ..graph import Function, Variable
 from .base import (Unary, axes_of, default_outputs, number_of, one_axis, shape_of, sum_to,
                    variadic_keywords)
+from .specs import (FunctionSpec, Params, attrs, call, int_axis, ints, none_to, plain, public,
+                    without_params)
 
 __all__ = ["reshape", "transpose", "concatenate", "slice", "identity", "sink", "stack", "split",
            "pad", "tile", "broadcast", "broadcast_to", "flip", "shift", "arange", "linspace",
@@ -20,6 +22,13 @@ __all__ = ["reshape", "transpose", "concatenate", "slice", "identity", "sink", "
 
 class Reshape(Function):
     """The same elements in a new shape; one size may be -1 (inferred)."""
+
+    nnabla_spec = FunctionSpec("Reshape", "reshape_param", ("shape", "inplace"),
+                               lambda fn: {"shape": ints(fn.out_shape),
+                                           "inplace": bool(fn.inplace)},
+                               call("reshape", "shape", "inplace"),
+                               arguments=lambda fn: {"shape": ints(fn.shape),
+                                                     "inplace": bool(fn.inplace)})
 
     grad_depends_on_inputs = False
 
@@ -63,6 +72,9 @@ def reshape(x: Variable, shape: Sequence[int], inplace: bool = True, n_outputs: 
 class Transpose(Function):
     """Axes permuted as ``axes`` says (output axis i is input axis axes[i])."""
 
+    nnabla_spec = FunctionSpec("Transpose", "transpose_param", ("axes",), attrs("axes"),
+                               call("transpose", "axes"))
+
     grad_depends_on_inputs = False
 
     def __init__(self, axes: Sequence[int]):
@@ -91,6 +103,9 @@ def transpose(x: Variable, axes: Sequence[int], n_outputs: int = -1, outputs=Non
 
 class Concatenate(Function):
     """Inputs joined along one axis; their other sizes must match."""
+
+    nnabla_spec = FunctionSpec("Concatenate", "concatenate_param", ("axis",), int_axis,
+                               call("concatenate", "axis"))
 
     grad_depends_on_inputs = False
 
@@ -125,8 +140,27 @@ def concatenate(*x: Variable, **kw) -> Variable:
     return Concatenate(axis)(*x)
 
 
+def _slice_params(fn) -> Params:
+    """Start, stop and step of the axes given (the last ones, as in nnabla), as given; a
+    None as the bound Python resolves (a stop before index 0 of a reversed slice as one
+    below -size, so that it stays there)."""
+    given = [len(v) for v in (fn.start, fn.stop, fn.step) if v is not None]
+    n = given[0] if given else len(fn.in_shape)
+    start, stop, step = [], [], []
+    axes = list(zip(fn.index, fn.in_shape))[len(fn.in_shape) - n:]
+    for index, size in axes:
+        a, b, s = index.indices(size)
+        start.append(int(index.start) if index.start is not None else a)
+        stop.append(int(index.stop) if index.stop is not None else b if b >= 0 else -size - 1)
+        step.append(s)
+    return {"start": start, "stop": stop, "step": step}
+
+
 class Slice(Function):
     """A strided sub-array, with Python's slicing rules on each axis."""
+
+    nnabla_spec = FunctionSpec("Slice", "slice_param", ("start", "stop", "step"), _slice_params,
+                               call("slice", "start", "stop", "step"))
 
     grad_depends_on_inputs = False
 
@@ -178,6 +212,8 @@ def slice(x: Variable, start: Sequence[int | None] | None = None,
 class Identity(Unary):
     """A copy of ``x``: the same values in a variable of its own."""
 
+    nnabla_spec = without_params("Identity", "identity")
+
     grad_depends_on_inputs = False
 
     def forward_arrays(self, xp, xs):
@@ -197,6 +233,9 @@ class Sink(Function):
     """A dummy end of several graphs: forward does nothing; backward gives each
     input a gradient of ones, or (``one_input_grad=False``) the gradient it holds.
     Its inputs are the results asked for: forward never frees them, as in nnabla."""
+
+    nnabla_spec = FunctionSpec("Sink", "sink_param", ("one_input_grad",), attrs("one_input_grad"),
+                               call("sink", "one_input_grad"))
 
     grad_depends_on_inputs = False
     keeps_inputs = True
@@ -232,6 +271,8 @@ def sink(*x: Variable, **kw) -> Variable:
 class Stack(Function):
     """Inputs of one shape joined along a new axis."""
 
+    nnabla_spec = FunctionSpec("Stack", "stack_param", ("axis",), int_axis, call("stack", "axis"))
+
     grad_depends_on_inputs = False
 
     def __init__(self, axis: int):
@@ -264,6 +305,8 @@ def stack(*x: Variable, **kw) -> Variable:
 
 class Split(Function):
     """The slices of the input along one axis, that axis removed: as many outputs as its size."""
+
+    nnabla_spec = FunctionSpec("Split", "split_param", ("axis",), int_axis, call("split", "axis"))
 
     grad_depends_on_inputs = False
 
@@ -319,6 +362,13 @@ def _reflected(index: np.ndarray, size: int, edge_repeated: bool) -> np.ndarray:
 class Pad(Function):
     """Padding of the last len(pad_width)/2 axes: with a constant, with the input
     mirrored about its end elements (reflect), or with its end elements repeated."""
+
+    nnabla_spec = FunctionSpec("Pad", "pad_param", ("pad_width", "mode", "constant_value"),
+                               attrs("mode", "constant_value",
+                                     pad_width=lambda fn: [w for pair in
+                                                           fn.pairs[-len(fn.pad_width) // 2:]
+                                                           for w in pair]),
+                               call("pad", "pad_width", "mode", "constant_value"))
 
     MODES = ("constant", "reflect", "repeat")
 
@@ -380,6 +430,9 @@ def pad(x: Variable, pad_width: Sequence[int], mode: str = "constant", constant_
 class Tile(Function):
     """The input repeated ``reps`` times along each axis (NumPy's tile)."""
 
+    nnabla_spec = FunctionSpec("Tile", "tile_param", ("reps",), attrs("reps"),
+                               call("tile", "reps"))
+
     grad_depends_on_inputs = False
 
     def __init__(self, reps):
@@ -411,9 +464,20 @@ def tile(x: Variable, reps: int | Sequence[int]) -> Variable:
     return Tile(reps)(x)
 
 
+def _broadcast(xs, p, n):
+    """A leading -1 (a variable batch size, as nnabla writes it) is the input's first size."""
+    shape = list(p["shape"])
+    if shape and shape[0] == -1:
+        shape[0] = xs[0].shape[0]
+    return broadcast(xs[0], shape)
+
+
 class Broadcast(Function):
     """The input broadcast to a shape (NumPy's rules: size-1 axes grow, axes are
     added in front)."""
+
+    nnabla_spec = FunctionSpec("Broadcast", "broadcast_param", ("shape",),
+                               attrs(shape="out_shape"), _broadcast)
 
     grad_depends_on_inputs = False
 
@@ -447,6 +511,10 @@ class BroadcastTo(Function):
     """``y`` broadcast to the shape of ``x``, its axes matched to those of ``x`` from
     ``axis`` on (default: the trailing ones).  The gradient goes to ``y`` (nnabla has
     none); ``x`` gives only its shape."""
+
+    nnabla_spec = FunctionSpec("BroadcastTo", "broadcast_to_param", ("axis",),
+                               attrs(axis=lambda fn: none_to(fn.axis, -1)),
+                               call("broadcast_to", "axis"))
 
     grad_depends_on_inputs = False
 
@@ -484,6 +552,9 @@ def broadcast_to(x: Variable, y: Variable, axis: int | None = None, n_outputs: i
 class Flip(Function):
     """The input reversed along some axes."""
 
+    nnabla_spec = FunctionSpec("Flip", "flip_param", ("axes",), attrs("axes"),
+                               call("flip", "axes"))
+
     grad_depends_on_inputs = False
 
     def __init__(self, axes):
@@ -511,6 +582,12 @@ def flip(x: Variable, axes: Sequence[int] | None = None, n_outputs: int = -1,
 class Shift(Function):
     """The input's elements moved by ``shifts`` along its innermost axes, the places
     left open filled from the nearest end or by mirroring (edge repeated)."""
+
+    nnabla_spec = FunctionSpec("Shift", "shift_param", ("shifts", "border_mode"),
+                               attrs("border_mode",
+                                     shifts=lambda fn: none_to(fn.shifts,
+                                                               (0,) * len(fn.in_shape))),
+                               call("shift", "shifts", "border_mode"))
 
     grad_depends_on_inputs = False
     MODES = ("nearest", "reflect")
@@ -561,9 +638,21 @@ def shift(x: Variable, shifts: Sequence[int] | None = None, border_mode: str = "
     return Shift(shifts, border_mode)(x)
 
 
+def _generated(type_name: str, field: str, params: tuple[str, ...],
+               function: str) -> FunctionSpec:
+    """arange, linspace and constant: one class, told apart by the type it keeps."""
+    return FunctionSpec(type_name, field, params, lambda fn: plain(dict(fn.args)),
+                        lambda xs, p, n: public(function)(**p))
+
+
 class Generated(Function):
     """An array made from arguments alone (no inputs), in the context's float type;
     ``type_name`` and ``args`` are the nnabla function and arguments that made it."""
+
+    nnabla_spec = (
+        _generated("Arange", "arange_param", ("start", "stop", "step"), "arange"),
+        _generated("Linspace", "linspace_param", ("start", "stop", "num"), "linspace"),
+        _generated("Constant", "constant_param", ("val", "shape"), "constant"))
 
     differentiable = False
 
@@ -618,6 +707,9 @@ def constant(val: float = 0, shape: Sequence[int] = (), n_outputs: int = -1,
 class EyeLike(Function):
     """Ones on the k-th diagonal of a matrix of the input's shape and dtype, zeros elsewhere."""
 
+    nnabla_spec = FunctionSpec("EyeLike", "eye_like_param", ("k",), attrs("k"),
+                               call("eye_like", "k"))
+
     grad_depends_on_inputs = False
 
     def __init__(self, k: int):
@@ -648,6 +740,8 @@ def eye_like(x: Variable, k: int = 0, n_outputs: int = -1, outputs=None) -> Vari
 class MatrixDiag(Function):
     """Square matrices with the input's last axis on their diagonals."""
 
+    nnabla_spec = without_params("MatrixDiag", "matrix_diag")
+
     grad_depends_on_inputs = False
 
     def output_specs(self, inputs):
@@ -674,6 +768,8 @@ def matrix_diag(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class MatrixDiagPart(Function):
     """The diagonals of the square matrices on the input's last two axes."""
 
+    nnabla_spec = without_params("MatrixDiagPart", "matrix_diag_part")
+
     grad_depends_on_inputs = False
 
     def output_specs(self, inputs):
@@ -699,6 +795,9 @@ def matrix_diag_part(x: Variable, n_outputs: int = -1, outputs=None) -> Variable
 class Meshgrid(Function):
     """Coordinate arrays of 1-D inputs: output i repeats input i along every other axis;
     without ``ij_indexing`` the first two axes are swapped (NumPy's "xy")."""
+
+    nnabla_spec = FunctionSpec("Meshgrid", "meshgrid_param", ("ij_indexing",),
+                               attrs(ij_indexing="ij"), call("meshgrid", "ij_indexing"))
 
     grad_depends_on_inputs = False
 
@@ -740,6 +839,8 @@ class NonZero(Function):
     """The indices of the non-zero elements, one row per axis (uint64); the output takes
     its size from each forward."""
 
+    nnabla_spec = without_params("NonZero", "nonzero")
+
     differentiable = False
 
     def output_specs(self, inputs):
@@ -768,6 +869,9 @@ def nonzero(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class Trilu(Function):
     """The upper (or lower) triangle of the matrices on the last two axes from diagonal
     ``k`` on, the rest zeroed."""
+
+    nnabla_spec = FunctionSpec("Trilu", "trilu_param", ("k", "upper"), attrs("k", "upper"),
+                               call("trilu", "k", "upper"))
 
     grad_depends_on_inputs = False
 
@@ -803,6 +907,8 @@ def trilu(x: Variable, k: int = 0, upper: bool = True, n_outputs: int = -1,
 class Unlink(Unary):
     """A copy of the input that passes no gradient back."""
 
+    nnabla_spec = without_params("Unlink", "unlink")
+
     grad_depends_on_inputs = False
 
     def forward_arrays(self, xp, xs):
@@ -821,6 +927,8 @@ def unlink(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class Assign(Function):
     """Copies ``src`` into ``dst``'s data at each forward and outputs it; the gradient
     goes to ``dst`` (as nnabla), none to ``src``."""
+
+    nnabla_spec = without_params("Assign", "assign")
 
     grad_depends_on_inputs = False
 
@@ -849,6 +957,11 @@ def assign(dst: Variable, src: Variable, n_outputs: int = -1, outputs=None) -> V
 class Shape(Function):
     """The sizes of the input's axes from ``start`` to ``end`` (exclusive; 0 or None:
     to the last), as a 1-D array of the context's float type, as nnabla."""
+
+    nnabla_spec = FunctionSpec("Shape", "shape_param", ("start", "end"),
+                               attrs(start=lambda fn: none_to(fn.start, 0),
+                                     end=lambda fn: none_to(fn.end, 0)),
+                               call("shape", "start", "end"))
 
     differentiable = False
     grad_depends_on_inputs = False

@@ -18,6 +18,9 @@ __all__ = ["multi_head_attention"]
 
 _NAME = "F.multi_head_attention"
 
+_FUSED = ("a fused step of dpnb's multi_head_attention, which nnabla builds from its primitive "
+          "functions and has no type of its own for")  # why these have no nnabla_spec
+
 
 def _heads(x, num_heads: int):
     """(L, B, E) -> a (B, H, L, E / H) view: one matrix per sample and head."""
@@ -34,6 +37,8 @@ def _unheads(x):
 class AppendKey(Function):
     """(L, B, E) sequence with one more position at the end, ``bias`` (E elements)
     for every sample: nnabla's attention bias of the keys and values."""
+
+    no_nnabla_spec = _FUSED
 
     grad_depends_on_inputs = False
 
@@ -63,6 +68,8 @@ class AttentionWeights(Function):
 
     The masks cover the first ``L_S - extra`` keys; the ``extra`` keys appended
     after them (the attention bias) are never masked."""
+
+    no_nnabla_spec = _FUSED
 
     grad_depends_on_outputs = True
 
@@ -118,6 +125,8 @@ class AttentionWeights(Function):
 class AttentionOutput(Function):
     """The values weighted by the attention weights, per sample and head:
     (B * H, L_T, L_S) and (L_S, B, E_v) -> (L_T, B, E_v)."""
+
+    no_nnabla_spec = _FUSED
 
     def __init__(self, num_heads: int):
         self.num_heads = num_heads

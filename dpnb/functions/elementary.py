@@ -10,6 +10,7 @@ import numpy as np
 
 from ..graph import Variable
 from .base import Unary, default_outputs
+from .specs import FunctionSpec, attrs, call, no_params, unary, without_params
 
 __all__ = ["exp", "log", "abs", "sign", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",
            "cosh", "asinh", "acosh", "atanh", "sinc", "erf", "floor", "ceil", "round"]
@@ -17,6 +18,8 @@ __all__ = ["exp", "log", "abs", "sign", "sin", "cos", "tan", "asin", "acos", "at
 
 class Exp(Unary):
     """exp(x); its gradient is its output."""
+
+    nnabla_spec = without_params("Exp", "exp")
 
     grad_depends_on_inputs = False
     grad_depends_on_outputs = True
@@ -37,6 +40,8 @@ def exp(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class Log(Unary):
     """Natural logarithm."""
 
+    nnabla_spec = without_params("Log", "log")
+
     def forward_arrays(self, xp, xs):
         return (xp.log(xs[0]),)
 
@@ -52,6 +57,8 @@ def log(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 
 class Abs(Unary):
     """|x|; at 0 the gradient is +1, as in nnabla."""
+
+    nnabla_spec = without_params("Abs", "abs")
 
     def forward_arrays(self, xp, xs):
         return (xp.abs(xs[0]),)
@@ -69,6 +76,8 @@ def abs(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class Sin(Unary):
     """sin(x)."""
 
+    nnabla_spec = without_params("Sin", "sin")
+
     def forward_arrays(self, xp, xs):
         return (xp.sin(xs[0]),)
 
@@ -85,6 +94,8 @@ def sin(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class Cos(Unary):
     """cos(x)."""
 
+    nnabla_spec = without_params("Cos", "cos")
+
     def forward_arrays(self, xp, xs):
         return (xp.cos(xs[0]),)
 
@@ -100,6 +111,8 @@ def cos(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 
 class Tan(Unary):
     """tan(x); its gradient 1 + y**2 comes from the output."""
+
+    nnabla_spec = without_params("Tan", "tan")
 
     grad_depends_on_inputs = False
     grad_depends_on_outputs = True
@@ -120,6 +133,8 @@ def tan(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class ASin(Unary):
     """arcsin(x), for |x| <= 1."""
 
+    nnabla_spec = without_params("ASin", "asin")
+
     def forward_arrays(self, xp, xs):
         return (xp.arcsin(xs[0]),)
 
@@ -135,6 +150,8 @@ def asin(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 
 class ACos(Unary):
     """arccos(x), for |x| <= 1."""
+
+    nnabla_spec = without_params("ACos", "acos")
 
     def forward_arrays(self, xp, xs):
         return (xp.arccos(xs[0]),)
@@ -152,6 +169,8 @@ def acos(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class ATan(Unary):
     """arctan(x)."""
 
+    nnabla_spec = without_params("ATan", "atan")
+
     def forward_arrays(self, xp, xs):
         return (xp.arctan(xs[0]),)
 
@@ -167,6 +186,8 @@ def atan(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 
 class Sinh(Unary):
     """sinh(x)."""
+
+    nnabla_spec = without_params("Sinh", "sinh")
 
     def forward_arrays(self, xp, xs):
         return (xp.sinh(xs[0]),)
@@ -184,6 +205,8 @@ def sinh(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class Cosh(Unary):
     """cosh(x)."""
 
+    nnabla_spec = without_params("Cosh", "cosh")
+
     def forward_arrays(self, xp, xs):
         return (xp.cosh(xs[0]),)
 
@@ -199,6 +222,8 @@ def cosh(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 
 class ASinh(Unary):
     """arsinh(x)."""
+
+    nnabla_spec = without_params("ASinh", "asinh")
 
     def forward_arrays(self, xp, xs):
         return (xp.arcsinh(xs[0]),)
@@ -216,6 +241,8 @@ def asinh(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class ACosh(Unary):
     """arcosh(x), for x >= 1."""
 
+    nnabla_spec = without_params("ACosh", "acosh")
+
     def forward_arrays(self, xp, xs):
         return (xp.arccosh(xs[0]),)
 
@@ -232,6 +259,8 @@ def acosh(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class ATanh(Unary):
     """artanh(x), for |x| < 1."""
 
+    nnabla_spec = without_params("ATanh", "atanh")
+
     def forward_arrays(self, xp, xs):
         return (xp.arctanh(xs[0]),)
 
@@ -247,6 +276,8 @@ def atanh(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 
 class Sinc(Unary):
     """sin(x) / x (unnormalised, unlike numpy.sinc), 1 at x = 0 where the gradient is 0."""
+
+    nnabla_spec = without_params("Sinc", "sinc")
 
     def forward_arrays(self, xp, xs):
         (x,) = xs
@@ -299,6 +330,8 @@ def _erf(xp, x):
 class Erf(Unary):
     """The error function 2/sqrt(pi) int_0^x exp(-t^2) dt."""
 
+    nnabla_spec = without_params("Erf", "erf")
+
     def forward_arrays(self, xp, xs):
         return (_erf(xp, xs[0]),)
 
@@ -326,6 +359,8 @@ class _StraightThrough(Unary):
 class Floor(_StraightThrough):
     """The largest integer <= x."""
 
+    nnabla_spec = FunctionSpec("Floor", "floor_param", (), no_params, unary("floor"))
+
     def forward_arrays(self, xp, xs):
         return (xp.floor(xs[0]),)
 
@@ -339,6 +374,8 @@ def floor(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class Ceil(_StraightThrough):
     """The smallest integer >= x."""
 
+    nnabla_spec = FunctionSpec("Ceil", "ceil_param", (), no_params, unary("ceil"))
+
     def forward_arrays(self, xp, xs):
         return (xp.ceil(xs[0]),)
 
@@ -351,6 +388,8 @@ def ceil(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 
 class Round(_StraightThrough):
     """The nearest integer, halves away from zero (C's round, not NumPy's to-even)."""
+
+    nnabla_spec = FunctionSpec("Round", "round_param", (), no_params, unary("round"))
 
     def forward_arrays(self, xp, xs):
         (x,) = xs
@@ -366,6 +405,9 @@ def round(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 
 class Sign(_StraightThrough):
     """1 for x > 0, -1 for x < 0 and alpha at 0."""
+
+    nnabla_spec = FunctionSpec("Sign", "sign_param", ("alpha",), attrs("alpha"),
+                               call("sign", "alpha"))
 
     def __init__(self, alpha: float):
         self.alpha = float(alpha)

@@ -13,6 +13,7 @@ from ..errors import DpnbError
 from ..graph import Function, Variable
 from ..ndarray import NdArray
 from .base import add_at, default_outputs, one_axis, shape_of
+from .specs import FunctionSpec, attrs, call, int_axis, no_params, without_params
 
 __all__ = ["gather", "gather_nd", "scatter_nd", "scatter_add", "one_hot", "embed", "bool_fill",
            "bool_gather", "bool_scatter"]
@@ -49,6 +50,9 @@ def _as_variable(indices) -> Variable:
 class Gather(Function):
     """``x`` indexed along ``axis`` by an index array; the first ``batch_dims`` axes of
     ``x`` and the indices are matched one to one."""
+
+    nnabla_spec = FunctionSpec("Gather", "gather_param", ("axis", "batch_dims"),
+                               attrs("axis", "batch_dims"), call("gather", "axis", "batch_dims"))
 
     def __init__(self, axis: int, batch_dims: int):
         self.axis, self.batch_dims = axis, batch_dims
@@ -121,6 +125,8 @@ class GatherNd(Function):
     """Elements or slices of ``x`` at the index tuples held along the first axis of
     ``indices`` (M of them for the first M axes; negative ones count from the end)."""
 
+    nnabla_spec = without_params("GatherNd", "gather_nd")
+
     def output_specs(self, inputs):
         x, idx = inputs
         _int_input(self, idx, "indices")
@@ -152,9 +158,19 @@ def gather_nd(data: Variable, indices) -> Variable:
     return GatherNd()(data, _as_variable(indices))
 
 
+def _scatter_nd(xs, p, n):
+    if len(xs) == 3:
+        return scatter_nd(xs[0], xs[1], out=xs[2], add=p["add"])
+    return scatter_nd(xs[0], xs[1], shape=p["shape"], add=p["add"])
+
+
 class ScatterNd(Function):
     """``data`` written (``add``: added) at the index tuples of ``indices`` into zeros of
     ``shape`` or into a copy of ``out``, which (as in nnabla) also receives the result."""
+
+    nnabla_spec = FunctionSpec("ScatterNd", "scatter_nd_param", ("shape", "add"),
+                               attrs(shape=lambda fn: fn.outputs[0].shape, add=lambda fn: fn.add),
+                               _scatter_nd)
 
     def __init__(self, shape: tuple[int, ...], add: bool, has_out: bool):
         self.shape, self.add, self.has_out = shape, bool(add), has_out
@@ -229,6 +245,9 @@ class ScatterAdd(Function):
     """A copy of ``x0`` with each entry of ``x1`` (over the shape of ``indices``) added
     at the place along ``axis`` that ``indices`` names."""
 
+    nnabla_spec = FunctionSpec("ScatterAdd", "scatter_add_param", ("axis",), int_axis,
+                               call("scatter_add", "axis"))
+
     def __init__(self, axis: int):
         self.axis = axis
 
@@ -281,6 +300,9 @@ class OneHot(Function):
     as in nnabla, a negative index counts from the end, and a sample with an index
     outside its axis gets an array of zeros."""
 
+    nnabla_spec = FunctionSpec("OneHot", "one_hot_param", ("shape",), attrs("shape"),
+                               call("one_hot", "shape"))
+
     differentiable = False
 
     def __init__(self, shape: Sequence[int]):
@@ -319,6 +341,8 @@ def one_hot(x: Variable, shape: Sequence[int], n_outputs: int = -1, outputs=None
 
 class Embed(Function):
     """Rows of the table ``w`` looked up by integer ids; the gradient adds up in ``w``."""
+
+    nnabla_spec = without_params("Embed", "embed")
 
     def output_specs(self, inputs):
         x, w = inputs
@@ -367,6 +391,9 @@ class BoolFill(Function):
     """``data`` with ``value`` where the mask (broadcast to data) is non-zero; the
     gradient passes where it is zero."""
 
+    nnabla_spec = FunctionSpec("BoolFill", "bool_fill_param", ("value",), attrs("value"),
+                               call("bool_fill", "value"))
+
     def __init__(self, value: float):
         self.value = value
 
@@ -406,6 +433,8 @@ class BoolGather(Function):
     and flattened as nnabla's: shape (nnz,) or (nnz, size of the rest); the output takes
     its length from each forward."""
 
+    nnabla_spec = without_params("BoolGather", "bool_gather")
+
     def output_specs(self, inputs):
         x, mask = inputs
         _leading_mask(self, mask, x.shape, "input")
@@ -441,6 +470,10 @@ class BoolScatter(Function):
     """The rows of ``input`` (nnz, ...) written in order to the non-zero places of the
     mask, into zeros or into ``output``, which (as in nnabla) is updated too and gets
     the gradient of the places the mask leaves alone."""
+
+    nnabla_spec = FunctionSpec("BoolScatter", None, (), no_params,
+                               lambda xs, p, n: bool_scatter(*xs[:2],
+                                                             xs[2] if len(xs) == 3 else None))
 
     def __init__(self, has_output: bool):
         self.has_output = has_output

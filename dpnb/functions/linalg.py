@@ -13,6 +13,7 @@ from .base import broadcast_shape, default_outputs, sum_to, variadic_keywords
 from .math import mul2
 from .nn import affine
 from .reduction import sum as reduce_sum
+from .specs import FunctionSpec, attrs, call, without_params
 
 __all__ = ["batch_matmul", "dot", "einsum", "batch_inv", "batch_det", "batch_logdet",
            "batch_cholesky"]
@@ -35,6 +36,8 @@ class _Batched(Function):
 
 class BatchInv(_Batched):
     """The inverse of each matrix."""
+
+    nnabla_spec = without_params("BatchInv", "batch_inv")
 
     grad_depends_on_inputs = False
     grad_depends_on_outputs = True
@@ -64,6 +67,8 @@ def batch_inv(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class BatchDet(_Batched):
     """The determinant of each matrix, shape (B,)."""
 
+    nnabla_spec = without_params("BatchDet", "batch_det")
+
     grad_depends_on_outputs = True
 
     def output_specs(self, inputs):
@@ -87,6 +92,8 @@ def batch_det(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class BatchLogdet(_Batched):
     """log |det| of each matrix, shape (B,)."""
 
+    nnabla_spec = without_params("BatchLogdet", "batch_logdet")
+
     def output_specs(self, inputs):
         (x,) = inputs
         return [(self.square(x)[:1], x.dtype)]
@@ -108,6 +115,9 @@ class BatchCholesky(_Batched):
     """The Cholesky factor of each symmetric positive definite matrix, read from its
     lower triangle: L (or U = L^T when ``upper``) with L L^T = X.  The gradient is the
     symmetric one, as nnabla's."""
+
+    nnabla_spec = FunctionSpec("BatchCholesky", "batch_cholesky_param", ("upper",), attrs("upper"),
+                               call("batch_cholesky", "upper"))
 
     grad_depends_on_inputs = False
     grad_depends_on_outputs = True
@@ -148,6 +158,10 @@ def batch_cholesky(x: Variable, upper: bool = False, n_outputs: int = -1,
 class BatchMatmul(Function):
     """Matrix products over batches: (..., M, K) @ (..., K, N), with the batch axes
     broadcast; ``transpose_a`` / ``transpose_b`` transpose the matrices first."""
+
+    nnabla_spec = FunctionSpec("BatchMatmul", "batch_matmul_param", ("transpose_a", "transpose_b"),
+                               attrs(transpose_a="ta", transpose_b="tb"),
+                               call("batch_matmul", "transpose_a", "transpose_b"))
 
     def __init__(self, transpose_a: bool, transpose_b: bool):
         self.ta, self.tb = bool(transpose_a), bool(transpose_b)
@@ -315,6 +329,9 @@ class Einsum(Function):
     """Einstein summation over the inputs (NumPy's rules, without broadcasting sizes).
     The gradient of an operand is the summation of the output gradient with the other
     operands, spread over the letters only that operand has and onto its diagonals."""
+
+    nnabla_spec = FunctionSpec("Einsum", "einsum_param", ("equation",), attrs("equation"),
+                               call("einsum", "equation"))
 
     def __init__(self, equation: str):
         self.equation = equation

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..graph import Function, Variable
 from .base import Binary, Scalar, Unary, default_outputs
+from .specs import FunctionSpec, bool_val, float_val, scalar, without_params
 
 __all__ = [
     "equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
@@ -56,6 +57,8 @@ class _UnaryTest(_Test, Unary):
 class Equal(_BinaryTest):
     """0/1: x0 == x1."""
 
+    nnabla_spec = without_params("Equal", "equal")
+
     def forward_arrays(self, xp, xs):
         return self.result(xs[0] == xs[1])
 
@@ -68,6 +71,8 @@ def equal(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -> Vari
 
 class NotEqual(_BinaryTest):
     """0/1: x0 != x1."""
+
+    nnabla_spec = without_params("NotEqual", "not_equal")
 
     def forward_arrays(self, xp, xs):
         return self.result(xs[0] != xs[1])
@@ -82,6 +87,8 @@ def not_equal(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -> 
 class Greater(_BinaryTest):
     """0/1: x0 > x1."""
 
+    nnabla_spec = without_params("Greater", "greater")
+
     def forward_arrays(self, xp, xs):
         return self.result(xs[0] > xs[1])
 
@@ -94,6 +101,8 @@ def greater(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -> Va
 
 class GreaterEqual(_BinaryTest):
     """0/1: x0 >= x1."""
+
+    nnabla_spec = without_params("GreaterEqual", "greater_equal")
 
     def forward_arrays(self, xp, xs):
         return self.result(xs[0] >= xs[1])
@@ -108,6 +117,8 @@ def greater_equal(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None)
 class Less(_BinaryTest):
     """0/1: x0 < x1."""
 
+    nnabla_spec = without_params("Less", "less")
+
     def forward_arrays(self, xp, xs):
         return self.result(xs[0] < xs[1])
 
@@ -120,6 +131,8 @@ def less(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -> Varia
 
 class LessEqual(_BinaryTest):
     """0/1: x0 <= x1."""
+
+    nnabla_spec = without_params("LessEqual", "less_equal")
 
     def forward_arrays(self, xp, xs):
         return self.result(xs[0] <= xs[1])
@@ -134,6 +147,9 @@ def less_equal(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) ->
 class EqualScalar(_ScalarTest):
     """0/1: x0 == val."""
 
+    nnabla_spec = FunctionSpec("EqualScalar", "equal_scalar_param", ("val",), float_val,
+                               scalar("equal_scalar"))
+
     def forward_arrays(self, xp, xs):
         return self.result(xs[0] == self.val)
 
@@ -146,6 +162,9 @@ def equal_scalar(x0: Variable, val: float = 1, n_outputs: int = -1, outputs=None
 
 class NotEqualScalar(_ScalarTest):
     """0/1: x0 != val."""
+
+    nnabla_spec = FunctionSpec("NotEqualScalar", "not_equal_scalar_param", ("val",), float_val,
+                               scalar("not_equal_scalar"))
 
     def forward_arrays(self, xp, xs):
         return self.result(xs[0] != self.val)
@@ -161,6 +180,9 @@ def not_equal_scalar(x0: Variable, val: float = 1, n_outputs: int = -1,
 class GreaterScalar(_ScalarTest):
     """0/1: x0 > val."""
 
+    nnabla_spec = FunctionSpec("GreaterScalar", "greater_scalar_param", ("val",), float_val,
+                               scalar("greater_scalar"))
+
     def forward_arrays(self, xp, xs):
         return self.result(xs[0] > self.val)
 
@@ -174,6 +196,9 @@ def greater_scalar(x0: Variable, val: float = 1, n_outputs: int = -1,
 
 class GreaterEqualScalar(_ScalarTest):
     """0/1: x0 >= val."""
+
+    nnabla_spec = FunctionSpec("GreaterEqualScalar", "greater_equal_scalar_param", ("val",),
+                               float_val, scalar("greater_equal_scalar"))
 
     def forward_arrays(self, xp, xs):
         return self.result(xs[0] >= self.val)
@@ -189,6 +214,9 @@ def greater_equal_scalar(x0: Variable, val: float = 1, n_outputs: int = -1,
 class LessScalar(_ScalarTest):
     """0/1: x0 < val."""
 
+    nnabla_spec = FunctionSpec("LessScalar", "less_scalar_param", ("val",), float_val,
+                               scalar("less_scalar"))
+
     def forward_arrays(self, xp, xs):
         return self.result(xs[0] < self.val)
 
@@ -201,6 +229,9 @@ def less_scalar(x0: Variable, val: float = 1, n_outputs: int = -1, outputs=None)
 
 class LessEqualScalar(_ScalarTest):
     """0/1: x0 <= val."""
+
+    nnabla_spec = FunctionSpec("LessEqualScalar", "less_equal_scalar_param", ("val",), float_val,
+                               scalar("less_equal_scalar"))
 
     def forward_arrays(self, xp, xs):
         return self.result(xs[0] <= self.val)
@@ -216,6 +247,8 @@ def less_equal_scalar(x0: Variable, val: float = 1, n_outputs: int = -1,
 class LogicalAnd(_BinaryTest):
     """0/1: x0 and x1 (nonzero is true)."""
 
+    nnabla_spec = without_params("LogicalAnd", "logical_and")
+
     def forward_arrays(self, xp, xs):
         return self.result(xp.logical_and(xs[0], xs[1]))
 
@@ -228,6 +261,8 @@ def logical_and(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -
 
 class LogicalOr(_BinaryTest):
     """0/1: x0 or x1 (nonzero is true)."""
+
+    nnabla_spec = without_params("LogicalOr", "logical_or")
 
     def forward_arrays(self, xp, xs):
         return self.result(xp.logical_or(xs[0], xs[1]))
@@ -242,6 +277,8 @@ def logical_or(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) ->
 class LogicalXor(_BinaryTest):
     """0/1: x0 xor x1 (nonzero is true)."""
 
+    nnabla_spec = without_params("LogicalXor", "logical_xor")
+
     def forward_arrays(self, xp, xs):
         return self.result(xp.logical_xor(xs[0], xs[1]))
 
@@ -254,6 +291,9 @@ def logical_xor(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -
 
 class LogicalAndScalar(_ScalarTest):
     """0/1: x0 and val."""
+
+    nnabla_spec = FunctionSpec("LogicalAndScalar", "logical_and_scalar_param", ("val",), bool_val,
+                               scalar("logical_and_scalar"))
 
     def forward_arrays(self, xp, xs):
         return self.result(xp.logical_and(xs[0], bool(self.val)))
@@ -268,6 +308,9 @@ def logical_and_scalar(x0: Variable, val: bool, n_outputs: int = -1, outputs=Non
 class LogicalOrScalar(_ScalarTest):
     """0/1: x0 or val."""
 
+    nnabla_spec = FunctionSpec("LogicalOrScalar", "logical_or_scalar_param", ("val",), bool_val,
+                               scalar("logical_or_scalar"))
+
     def forward_arrays(self, xp, xs):
         return self.result(xp.logical_or(xs[0], bool(self.val)))
 
@@ -280,6 +323,9 @@ def logical_or_scalar(x0: Variable, val: bool, n_outputs: int = -1, outputs=None
 
 class LogicalXorScalar(_ScalarTest):
     """0/1: x0 xor val."""
+
+    nnabla_spec = FunctionSpec("LogicalXorScalar", "logical_xor_scalar_param", ("val",), bool_val,
+                               scalar("logical_xor_scalar"))
 
     def forward_arrays(self, xp, xs):
         return self.result(xp.logical_xor(xs[0], bool(self.val)))
@@ -294,6 +340,8 @@ def logical_xor_scalar(x0: Variable, val: bool, n_outputs: int = -1, outputs=Non
 class LogicalNot(_UnaryTest):
     """0/1: not x0 (x0 == 0)."""
 
+    nnabla_spec = without_params("LogicalNot", "logical_not")
+
     def forward_arrays(self, xp, xs):
         return self.result(xs[0] == 0)
 
@@ -307,6 +355,8 @@ def logical_not(x0: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 class IsNaN(_UnaryTest):
     """0/1: x0 is NaN."""
 
+    nnabla_spec = without_params("IsNaN", "isnan")
+
     def forward_arrays(self, xp, xs):
         return self.result(xp.isnan(xs[0]))
 
@@ -319,6 +369,8 @@ def isnan(x0: Variable, n_outputs: int = -1, outputs=None) -> Variable:
 
 class IsInf(_UnaryTest):
     """0/1: x0 is infinite."""
+
+    nnabla_spec = without_params("IsInf", "isinf")
 
     def forward_arrays(self, xp, xs):
         return self.result(xp.isinf(xs[0]))
@@ -334,6 +386,8 @@ class Where(Function):
     """x_true where condition is nonzero, else x_false.  x_true and x_false have one
     shape, which starts with condition's (condition spreads over the remaining axes,
     as nnabla does, rather than NumPy's trailing alignment); condition gets no gradient."""
+
+    nnabla_spec = without_params("Where", "where")
 
     def output_specs(self, inputs):
         condition, x_true, x_false = inputs

@@ -6,6 +6,7 @@ import numpy as np
 from ..graph import Function, Variable
 from .activation import log_softmax_of, logistic
 from .base import Binary, base_axis_of, default_outputs, one_axis
+from .specs import FunctionSpec, attrs, call, int_axis, without_params
 
 __all__ = ["softmax_cross_entropy", "sigmoid_cross_entropy", "squared_error", "top_n_error",
            "binary_cross_entropy", "categorical_cross_entropy", "huber_loss", "absolute_error",
@@ -60,6 +61,9 @@ class SoftmaxCrossEntropy(_Labelled):
     """-log softmax(x)[target] along an axis (0 where the target is negative); the
     gradient goes to x only."""
 
+    nnabla_spec = FunctionSpec("SoftmaxCrossEntropy", "softmax_cross_entropy_param", ("axis",),
+                               int_axis, call("softmax_cross_entropy", "axis"))
+
     ignores_negative_labels = True
 
     def forward_arrays(self, xp, xs):
@@ -90,6 +94,9 @@ def softmax_cross_entropy(x: Variable, target: Variable, axis: int | None = None
 class TopNError(_Labelled):
     """1 where the target's score is not among the n largest along the axis, else 0;
     ties count against the target."""
+
+    nnabla_spec = FunctionSpec("TopNError", "top_n_error_param", ("axis", "n"), attrs("axis", "n"),
+                               call("top_n_error", "axis", "n"))
 
     differentiable = False
 
@@ -123,6 +130,8 @@ class SigmoidCrossEntropy(Function):
     """Binary cross entropy of sigmoid(x) against targets in [0, 1], computed
     stably from x; the gradient goes to x only."""
 
+    nnabla_spec = without_params("SigmoidCrossEntropy", "sigmoid_cross_entropy")
+
     def output_specs(self, inputs):
         x, t = inputs
         if t.shape != x.shape:
@@ -150,6 +159,8 @@ def sigmoid_cross_entropy(x: Variable, target: Variable,
 
 class SquaredError(Binary):
     """(x0 - x1) ** 2, with NumPy broadcasting."""
+
+    nnabla_spec = without_params("SquaredError", "squared_error")
 
     def forward_arrays(self, xp, xs):
         d = xs[0] - xs[1]
@@ -188,6 +199,8 @@ class BinaryCrossEntropy(_SameShape):
     """-(t log x + (1 - t) log(1 - x)) for probabilities ``x``, with the logarithms'
     arguments floored at the dtype's smallest normal number; both inputs get gradients."""
 
+    nnabla_spec = without_params("BinaryCrossEntropy", "binary_cross_entropy")
+
     def forward_arrays(self, xp, xs):
         x, t = xs
         tiny = _tiny(x.dtype)
@@ -213,6 +226,9 @@ def binary_cross_entropy(x: Variable, target: Variable,
 class CategoricalCrossEntropy(_Labelled):
     """-log x[target] for probabilities ``x`` along an axis (floored at the smallest
     normal number; 0 where the target is negative); the gradient goes to x only."""
+
+    nnabla_spec = FunctionSpec("CategoricalCrossEntropy", "categorical_cross_entropy_param",
+                               ("axis",), int_axis, call("categorical_cross_entropy", "axis"))
 
     ignores_negative_labels = True
 
@@ -245,6 +261,9 @@ class HuberLoss(Binary):
     """d**2 where |d| < delta, else delta (2 |d| - delta), for d = x0 - x1 (nnabla's
     scale: twice the textbook Huber loss)."""
 
+    nnabla_spec = FunctionSpec("HuberLoss", "huber_loss_param", ("delta",), attrs("delta"),
+                               call("huber_loss", "delta"))
+
     def __init__(self, delta: float):
         self.delta = float(delta)
 
@@ -274,6 +293,8 @@ def huber_loss(x0: Variable, x1: Variable, delta: float = 1.0,
 class AbsoluteError(Binary):
     """|x0 - x1|, with NumPy broadcasting."""
 
+    nnabla_spec = without_params("AbsoluteError", "absolute_error")
+
     def forward_arrays(self, xp, xs):
         return (xp.abs(xs[0] - xs[1]),)
 
@@ -290,6 +311,10 @@ def absolute_error(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None
 
 class EpsilonInsensitiveLoss(Binary):
     """max(|x0 - x1| - epsilon, 0), with NumPy broadcasting."""
+
+    nnabla_spec = FunctionSpec("EpsilonInsensitiveLoss", "epsilon_insensitive_loss_param",
+                               ("epsilon",), attrs("epsilon"),
+                               call("epsilon_insensitive_loss", "epsilon"))
 
     def __init__(self, epsilon: float):
         self.epsilon = float(epsilon)
@@ -319,6 +344,9 @@ class KLMultinomial(Function):
     """sum p (log p - log q) over the axes from ``base_axis`` on, as nnabla: 1e-8 is
     added under both logarithms, and the gradients are log(p + 1e-8) - log(q + 1e-8) + 1
     for p and -p / q for q."""
+
+    nnabla_spec = FunctionSpec("KLMultinomial", "kl_multinomial_param", ("base_axis",),
+                               attrs("base_axis"), call("kl_multinomial", "base_axis"))
 
     _EPS = 1e-8
 
@@ -362,6 +390,8 @@ class BinaryError(_SameShape):
     """1 where x and the target fall on different sides of 0.5 (at 0.5: the upper
     side), else 0; not differentiable."""
 
+    nnabla_spec = without_params("BinaryError", "binary_error")
+
     differentiable = False
 
     def forward_arrays(self, xp, xs):
@@ -378,6 +408,9 @@ def binary_error(x: Variable, target: Variable, n_outputs: int = -1, outputs=Non
 class ConfusionMatrix(_Labelled):
     """The (C, C) int32 count of samples by label (rows) and by the class of the largest
     score along the axis (columns; the first of equal ones), summed over all samples."""
+
+    nnabla_spec = FunctionSpec("ConfusionMatrix", "confusion_matrix_param", ("axis",), int_axis,
+                               call("confusion_matrix", "axis"))
 
     differentiable = False
 

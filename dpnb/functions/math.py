@@ -21,6 +21,8 @@ from .base import (
     variadic_keywords,
 )
 from .reduction import sum as reduce_sum
+from .specs import (FunctionSpec, and_inplace_false, attrs, binary, call, float_val, inplace_false,
+                    none_to, scalar, without_params)
 
 __all__ = [
     "add2", "sub2", "mul2", "div2", "pow2", "bc_add2", "add_n", "mul_n",
@@ -35,6 +37,8 @@ __all__ = [
 
 class Add2(Binary):
     """x0 + x1, with NumPy broadcasting."""
+
+    nnabla_spec = FunctionSpec("Add2", "add2_param", ("inplace",), inplace_false, binary("add2"))
 
     grad_depends_on_inputs = False
 
@@ -56,6 +60,9 @@ def add2(x0: Variable, x1: Variable, inplace: bool = False, n_outputs: int = -1,
 class BcAdd2(Add2):
     """x0 + x1 with broadcasting, under nnabla's name for it."""
 
+    nnabla_spec = FunctionSpec("BcAdd2", "bc_add2_param", ("inplace",), inplace_false,
+                               binary("bc_add2"))
+
 
 def bc_add2(x0: Variable, x1: Variable, inplace: bool = False, n_outputs: int = -1,
             outputs=None) -> Variable:
@@ -66,6 +73,8 @@ def bc_add2(x0: Variable, x1: Variable, inplace: bool = False, n_outputs: int = 
 
 class Sub2(Binary):
     """x0 - x1, with NumPy broadcasting."""
+
+    nnabla_spec = FunctionSpec("Sub2", "sub2_param", ("inplace",), inplace_false, binary("sub2"))
 
     grad_depends_on_inputs = False
 
@@ -87,6 +96,8 @@ def sub2(x0: Variable, x1: Variable, inplace: bool = False, n_outputs: int = -1,
 class Mul2(Binary):
     """x0 * x1, with NumPy broadcasting."""
 
+    nnabla_spec = FunctionSpec("Mul2", "mul2_param", ("inplace",), inplace_false, binary("mul2"))
+
     def forward_arrays(self, xp, xs):
         return (xs[0] * xs[1],)
 
@@ -107,6 +118,8 @@ def mul2(x0: Variable, x1: Variable, inplace: bool = False, n_outputs: int = -1,
 class Div2(Binary):
     """x0 / x1, with NumPy broadcasting."""
 
+    nnabla_spec = FunctionSpec("Div2", "div2_param", ("inplace",), inplace_false, binary("div2"))
+
     def forward_arrays(self, xp, xs):
         return (xs[0] / xs[1],)
 
@@ -126,6 +139,8 @@ def div2(x0: Variable, x1: Variable, inplace: bool = False, n_outputs: int = -1,
 
 class Pow2(Binary):
     """x0 ** x1, with NumPy broadcasting."""
+
+    nnabla_spec = FunctionSpec("Pow2", "pow2_param", ("inplace",), inplace_false, binary("pow2"))
 
     grad_depends_on_outputs = True
 
@@ -149,6 +164,8 @@ def pow2(x0: Variable, x1: Variable, inplace: bool = False, n_outputs: int = -1,
 class ATan2(Binary):
     """The angle of the point (x1, x0): arctan(x0 / x1) in the right quadrant."""
 
+    nnabla_spec = without_params("ATan2", "atan2")
+
     def forward_arrays(self, xp, xs):
         return (xp.arctan2(xs[0], xs[1]),)
 
@@ -166,6 +183,8 @@ def atan2(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -> Vari
 
 class Maximum2(Binary):
     """The larger of x0 and x1; on a tie the gradient goes to x1, as in nnabla."""
+
+    nnabla_spec = without_params("Maximum2", "maximum2")
 
     def forward_arrays(self, xp, xs):
         return (xp.maximum(xs[0], xs[1]),)
@@ -185,6 +204,8 @@ def maximum2(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -> V
 class Minimum2(Binary):
     """The smaller of x0 and x1; on a tie the gradient goes to x1, as in nnabla."""
 
+    nnabla_spec = without_params("Minimum2", "minimum2")
+
     def forward_arrays(self, xp, xs):
         return (xp.minimum(xs[0], xs[1]),)
 
@@ -203,6 +224,9 @@ def minimum2(x0: Variable, x1: Variable, n_outputs: int = -1, outputs=None) -> V
 class Mod2(Binary):
     """The remainder of x0 / x1: C's fmod (sign of x0) for float inputs or ``fmod``,
     else Python's mod (sign of x1).  No gradient, as in nnabla."""
+
+    nnabla_spec = FunctionSpec("Mod2", "mod2_param", ("fmod",), attrs("fmod"),
+                               call("mod2", "fmod"))
 
     differentiable = False
 
@@ -228,6 +252,9 @@ def mod2(x0: Variable, x1: Variable, fmod: bool = False, n_outputs: int = -1,
 class BitShift(Binary):
     """x shifted bitwise by ``shift`` (cast to x's unsigned type) to the LEFT or RIGHT;
     shifts of the bit width or more give 0.  Integer-valued: no gradient."""
+
+    nnabla_spec = FunctionSpec("BitShift", "bit_shift_param", ("direction",), attrs("direction"),
+                               call("bit_shift", "direction"))
 
     differentiable = False
 
@@ -259,7 +286,29 @@ def bit_shift(x: Variable, shift: Variable, direction: str = "LEFT", n_outputs: 
 # -- n-ary sums and products ----------------------------------------------------
 
 class _NAry(Function):
-    """Base of the functions of one or more inputs of one shape, combined elementwise."""
+    """Base of the functions of one or more inputs of one shape, combined elementwise;
+    ``set_active_input_mask`` leaves some inputs out, as nnabla's AddN and MulN do."""
+
+    active: list[bool] | None = None  # the inputs that take part; None: all
+
+    def set_active_input_mask(self, mask) -> None:
+        """Compute as if only the inputs where ``mask`` is True were given; the others get
+        no gradient."""
+        mask = [bool(m) for m in mask]
+        if len(mask) != len(self.inputs) or not any(mask):
+            raise self.error(f"set_active_input_mask needs one flag per input "
+                             f"({len(self.inputs)}), at least one True, got {mask}")
+        self.active = mask
+
+    def _taking_part(self, items: list) -> list:
+        return items if self.active is None else [v for v, a in zip(items, self.active) if a]
+
+    def _to_every_input(self, grads: tuple) -> tuple:
+        """The gradients of the inputs taking part, spread over all inputs (None elsewhere)."""
+        if self.active is None:
+            return grads
+        taking_part = iter(grads)
+        return tuple(next(taking_part) if a else None for a in self.active)
 
     def output_specs(self, inputs):
         if not inputs:
@@ -275,16 +324,20 @@ class _NAry(Function):
 class AddN(_NAry):
     """x[0] + ... + x[n-1]."""
 
+    nnabla_spec = without_params("AddN", "add_n")
+
     grad_depends_on_inputs = False
 
     def forward_arrays(self, xp, xs):
+        xs = self._taking_part(xs)
         y = xs[0].astype(self.outputs[0].dtype, copy=True)
         for x in xs[1:]:
             y += x
         return (y,)
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
-        return tuple(gys[0] if need else None for need in need_grads)
+        return self._to_every_input(
+            tuple(gys[0] if need else None for need in self._taking_part(need_grads)))
 
 
 def add_n(*x: Variable, **kw) -> Variable:
@@ -297,13 +350,17 @@ class MulN(_NAry):
     """x[0] * ... * x[n-1]; each gradient is the product of the other inputs (exact
     where inputs are zero)."""
 
+    nnabla_spec = without_params("MulN", "mul_n")
+
     def forward_arrays(self, xp, xs):
+        xs = self._taking_part(xs)
         y = xs[0].astype(self.outputs[0].dtype, copy=True)
         for x in xs[1:]:
             y *= x
         return (y,)
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
+        xs, need_grads = self._taking_part(xs), self._taking_part(need_grads)
         # before[i] is the product of xs[:i], after[i] that of xs[i + 1:]
         n = len(xs)
         before, after = [None] * n, [None] * n
@@ -318,7 +375,7 @@ class MulN(_NAry):
                 if need and part is not None:
                     g = g * part
             grads.append(g)
-        return tuple(grads)
+        return self._to_every_input(tuple(grads))
 
 
 def mul_n(*x: Variable, **kw) -> Variable:
@@ -331,6 +388,9 @@ def mul_n(*x: Variable, **kw) -> Variable:
 
 class AddScalar(Scalar):
     """x + val."""
+
+    nnabla_spec = FunctionSpec("AddScalar", "add_scalar_param", ("val", "inplace"),
+                               and_inplace_false(float_val), scalar("add_scalar"))
 
     grad_depends_on_inputs = False
 
@@ -351,6 +411,9 @@ def add_scalar(x: Variable, val: float = 1, inplace: bool = False, n_outputs: in
 class MulScalar(Scalar):
     """x * val."""
 
+    nnabla_spec = FunctionSpec("MulScalar", "mul_scalar_param", ("val", "inplace"),
+                               and_inplace_false(float_val), scalar("mul_scalar"))
+
     grad_depends_on_inputs = False
 
     def forward_arrays(self, xp, xs):
@@ -370,6 +433,9 @@ def mul_scalar(x: Variable, val: float = 1, inplace: bool = False, n_outputs: in
 class PowScalar(Scalar):
     """x ** val."""
 
+    nnabla_spec = FunctionSpec("PowScalar", "pow_scalar_param", ("val", "inplace"),
+                               and_inplace_false(float_val), scalar("pow_scalar"))
+
     def forward_arrays(self, xp, xs):
         return (xs[0] ** self.val,)
 
@@ -386,6 +452,9 @@ def pow_scalar(x: Variable, val: float = 1, inplace: bool = False, n_outputs: in
 
 class RSubScalar(Scalar):
     """val - x."""
+
+    nnabla_spec = FunctionSpec("RSubScalar", "r_sub_scalar_param", ("val",), float_val,
+                               scalar("r_sub_scalar"))
 
     grad_depends_on_inputs = False
 
@@ -405,6 +474,9 @@ def r_sub_scalar(x: Variable, val: float = 1, n_outputs: int = -1, outputs=None)
 class RDivScalar(Scalar):
     """val / x."""
 
+    nnabla_spec = FunctionSpec("RDivScalar", "r_div_scalar_param", ("val",), float_val,
+                               scalar("r_div_scalar"))
+
     def forward_arrays(self, xp, xs):
         return (self.val / xs[0],)
 
@@ -421,6 +493,9 @@ def r_div_scalar(x: Variable, val: float = 1, n_outputs: int = -1, outputs=None)
 
 class RPowScalar(Scalar):
     """val ** x."""
+
+    nnabla_spec = FunctionSpec("RPowScalar", "r_pow_scalar_param", ("val",), float_val,
+                               scalar("r_pow_scalar"))
 
     grad_depends_on_inputs = False
     grad_depends_on_outputs = True
@@ -441,6 +516,9 @@ def r_pow_scalar(x: Variable, val: float = 1, n_outputs: int = -1, outputs=None)
 class MaximumScalar(Scalar):
     """max(x, val); where x equals val the gradient is 0, as in nnabla."""
 
+    nnabla_spec = FunctionSpec("MaximumScalar", "maximum_scalar_param", ("val",), float_val,
+                               scalar("maximum_scalar"))
+
     def forward_arrays(self, xp, xs):
         return (xp.maximum(xs[0], self.val),)
 
@@ -457,6 +535,9 @@ def maximum_scalar(x: Variable, val: float = 1.0, n_outputs: int = -1,
 
 class MinimumScalar(Scalar):
     """min(x, val); where x equals val the gradient is 0, as in nnabla."""
+
+    nnabla_spec = FunctionSpec("MinimumScalar", "minimum_scalar_param", ("val",), float_val,
+                               scalar("minimum_scalar"))
 
     def forward_arrays(self, xp, xs):
         return (xp.minimum(xs[0], self.val),)
@@ -475,6 +556,9 @@ def minimum_scalar(x: Variable, val: float = 1.0, n_outputs: int = -1,
 class ResetNaN(Scalar):
     """x with its NaNs replaced by val; they pass no gradient."""
 
+    nnabla_spec = FunctionSpec("ResetNaN", "reset_nan_param", ("val",), float_val,
+                               scalar("reset_nan"))
+
     def forward_arrays(self, xp, xs):
         return (xp.where(xp.isnan(xs[0]), self.val, xs[0]),)
 
@@ -490,6 +574,9 @@ def reset_nan(x0: Variable, val: float = 0, n_outputs: int = -1, outputs=None) -
 
 class ResetInf(Scalar):
     """x with its infinities (either sign) replaced by val; they pass no gradient."""
+
+    nnabla_spec = FunctionSpec("ResetInf", "reset_inf_param", ("val",), float_val,
+                               scalar("reset_inf"))
 
     def forward_arrays(self, xp, xs):
         return (xp.where(xp.isinf(xs[0]), self.val, xs[0]),)
@@ -545,6 +632,8 @@ class ClipGradByValue(Function):
     """The identity forward; backward clips the output gradient to [min, max]
     elementwise (min and max are inputs of x's shape that get no gradient)."""
 
+    nnabla_spec = without_params("ClipGradByValue", "clip_grad_by_value")
+
     def output_specs(self, inputs):
         x, low, high = inputs
         for name, bound in (("min", low), ("max", high)):
@@ -571,6 +660,11 @@ def clip_grad_by_value(x: Variable, min: Variable, max: Variable, n_outputs: int
 class ClipGradByNorm(Unary):
     """The identity forward; backward rescales the output gradient to L2 norm
     clip_norm over ``axes`` (always, not only where it is larger, as in nnabla)."""
+
+    nnabla_spec = FunctionSpec("ClipGradByNorm", "clip_grad_by_norm_param", ("clip_norm", "axes"),
+                               attrs(clip_norm=lambda fn: none_to(fn.clip_norm, 1.0),
+                                     axes="reduced"),
+                               call("clip_grad_by_norm", "clip_norm", "axes"))
 
     grad_depends_on_inputs = False
 
@@ -606,6 +700,9 @@ class VATNoise(Function):
     """``eps * x / sqrt(sum x^2 + 1e-8)`` over each sample (the axes from ``base_axis``
     on).  Its backward is nnabla's device for virtual adversarial training: x gets a
     zero gradient and ``w``'s data is overwritten by ``eps`` times the output gradient."""
+
+    nnabla_spec = FunctionSpec("VATNoise", "vat_noise_param", ("base_axis", "eps"),
+                               attrs("base_axis", "eps"), call("vat_noise", "base_axis", "eps"))
 
     def __init__(self, base_axis: int, eps: float):
         self.base_axis, self.eps = base_axis, eps

@@ -10,19 +10,28 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..errors import DpnbError
 from ..graph import Function, Variable
 from .activation import elu, leaky_relu, relu, relu6, sigmoid, tanh
 from .array import pad as pad_array
 from .base import argument_error, base_axis_of, default_outputs, int_tuple, workspace
 from .math import add2
 from .normalization import batch_normalization
+from .specs import Export, FunctionSpec, Params, call, ints, plain
 
 __all__ = ["affine", "convolution", "deconvolution", "depthwise_convolution",
            "depthwise_deconvolution", "fused_convolution", "patch_correlation"]
 
 
+def _affine(xs, p, n):
+    return affine(*xs, base_axis=p["base_axis"])
+
+
 class Affine(Function):
     """y = x W + b, with x flattened to a matrix at ``base_axis``."""
+
+    nnabla_spec = FunctionSpec("Affine", "affine_param", ("base_axis",),
+                               lambda fn: {"base_axis": int(fn.base_axis)}, _affine)
 
     grad_skips_inputs = (2,)  # the bias
 
@@ -318,9 +327,26 @@ class _Convolutional(Function):
         return gy_first.sum(axis=(0,) + tuple(range(2, gy_first.ndim)))
 
 
+def _convolution_params(fn) -> Params:
+    base_axis = fn.base_axis + fn.inputs[0].ndim if fn.base_axis < 0 else fn.base_axis
+    return {"base_axis": int(base_axis), "pad": ints(fn.pad), "stride": ints(fn.stride),
+            "dilation": ints(fn.dilation), "group": fn.group,
+            "channel_last": bool(fn.channel_last)}
+
+
+def _convolution(xs, p, n):
+    return convolution(*xs, base_axis=p["base_axis"], pad=p["pad"], stride=p["stride"],
+                       dilation=p["dilation"], group=p["group"],
+                       channel_last=p["channel_last"])
+
+
 class Convolution(_Convolutional):
     """N-D convolution (cross-correlation) of (..., C, *spatial) input, or (..., *spatial, C)
     with ``channel_last``, with weight (OC, C/group, *kernel) or (OC, *kernel, C/group)."""
+
+    nnabla_spec = FunctionSpec("Convolution", "convolution_param",
+                               ("base_axis", "pad", "stride", "dilation", "group", "channel_last"),
+                               _convolution_params, _convolution)
 
     def __init__(self, base_axis: int, pad, stride, dilation, group: int, channel_last: bool):
         self.base_axis = base_axis
@@ -400,9 +426,23 @@ class _Depthwise:
         return (w_shape[0], 1) + w_shape[1:]
 
 
+def _depthwise_params(last: str) -> Export:
+    def export(fn) -> Params:
+        params = _convolution_params(fn)
+        del params["group"], params["channel_last"]
+        return {**params, last: int(getattr(fn, last))}
+    return export
+
+
 class DepthwiseConvolution(_Depthwise, Convolution):
     """Each input channel convolved with ``multiplier`` kernels of its own: weight
     (C * multiplier, *kernel), output channel c * multiplier + j from input channel c."""
+
+    nnabla_spec = FunctionSpec("DepthwiseConvolution", "depthwise_convolution_param",
+                               ("base_axis", "pad", "stride", "dilation", "multiplier"),
+                               _depthwise_params("multiplier"),
+                               call("depthwise_convolution", "base_axis", "pad", "stride",
+                                    "dilation", "multiplier"))
 
     def __init__(self, base_axis: int, pad, stride, dilation, multiplier: int):
         super().__init__(base_axis, pad, stride, dilation, 1, False)
@@ -432,10 +472,20 @@ def depthwise_convolution(x: Variable, weight: Variable, bias: Variable | None =
     return DepthwiseConvolution(base_axis, pad, stride, dilation, multiplier)(*inputs)
 
 
+def _deconvolution_params(fn) -> Params:
+    return {**_convolution_params(fn), "output_padding": ints(fn.output_padding)}
+
+
 class Deconvolution(_Convolutional):
     """Transposed convolution: the input gradient of the convolution that maps the output to
     the input.  Weight (C, OC/group, *kernel), or (C, *kernel, OC/group) with channel_last;
     output size s (n - 1) + d (k - 1) + 1 - 2 p + output_padding per spatial axis."""
+
+    nnabla_spec = FunctionSpec("Deconvolution", "deconvolution_param",
+                               ("base_axis", "pad", "stride", "dilation", "group", "channel_last",
+                                "output_padding"), _deconvolution_params,
+                               call("deconvolution", "base_axis", "pad", "stride", "dilation",
+                                    "group", "channel_last", "output_padding"))
 
     def __init__(self, base_axis: int, pad, stride, dilation, group: int, channel_last: bool,
                  output_padding):
@@ -524,6 +574,12 @@ def deconvolution(x: Variable, weight: Variable, bias: Variable | None = None,
 class DepthwiseDeconvolution(_Depthwise, Deconvolution):
     """The transpose of a depthwise convolution: weight (C, *kernel); each group of
     ``divisor`` input channels sums into one output channel."""
+
+    nnabla_spec = FunctionSpec("DepthwiseDeconvolution", "depthwise_deconvolution_param",
+                               ("base_axis", "pad", "stride", "dilation", "divisor"),
+                               _depthwise_params("divisor"),
+                               call("depthwise_deconvolution", "base_axis", "pad", "stride",
+                                    "dilation", "divisor"))
 
     def __init__(self, base_axis: int, pad, stride, dilation, divisor: int):
         super().__init__(base_axis, pad, stride, dilation, 1, False, None)
@@ -636,10 +692,28 @@ def _pairs(owner: Function, name: str, value, minimum: int) -> tuple[int, int]:
     return int_tuple(owner, name, given, 2, 0, minimum)
 
 
+def _patch_correlation_params(fn) -> Params:
+    """nnabla's PatchCorrelation is the channel_last form (its F transposes the others)."""
+    if not fn.channel_last:
+        raise DpnbError("PatchCorrelation with channel_last=False cannot be written in "
+                        "nnabla's format, whose PatchCorrelation takes NHWC arrays (nnabla "
+                        "writes transposes around it); transpose x1 and x2 to NHWC and pass "
+                        "channel_last=True")
+    return plain({name: getattr(fn, name)
+                  for name in ("patch", "shift", "patch_step", "shift_step", "padding")})
+
+
 class PatchCorrelation(Function):
     """For each patch position of ``x1`` (N, C, H, W; NHWC with ``channel_last``) and each
     shift, the sum over channels and the patch of x1 times x2 at the shifted place, both
     zero-padded: shape (N, Cy, Cx, Ho, Wo), or (N, Ho, Wo, Cy, Cx)."""
+
+    nnabla_spec = FunctionSpec("PatchCorrelation", "patch_correlation_param",
+                               ("patch", "shift", "patch_step", "shift_step", "padding"),
+                               _patch_correlation_params,
+                               lambda xs, p, n: patch_correlation(
+                                   *xs, p["patch"], p["shift"], p["patch_step"], p["shift_step"],
+                                   p["padding"], channel_last=True))
 
     def __init__(self, patch, shift, patch_step, shift_step, padding, channel_last: bool):
         self.options = (patch, shift, patch_step, shift_step, padding)

@@ -6,10 +6,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import DpnbValueError
+from ..errors import DpnbError, DpnbValueError
 from ..graph import Function, Variable
 from .base import (argument_error, axes_of, base_axis_of, default_outputs, kept_axes,
                    one_axis, sum_to, workspace)
+from .specs import FunctionSpec, Params, attrs, call, ints
 
 __all__ = ["batch_normalization", "fused_batch_normalization", "group_normalization",
            "instance_normalization", "layer_normalization", "mean_subtraction",
@@ -17,6 +18,33 @@ __all__ = ["batch_normalization", "fused_batch_normalization", "group_normalizat
            "tensor_normalization", "weight_normalization", "weight_standardization"]
 
 _ROLES = ("beta", "gamma", "mean", "variance")
+
+
+def _batch_norm_params(fn) -> Params:
+    if not {"mean", "variance"} <= set(fn.roles):
+        raise DpnbError(f"{fn.name} without running mean and variance (None given) cannot be "
+                        "written in nnabla's format, which always has them; pass parameters "
+                        "for mean and variance (as PF.batch_normalization does)")
+    return {"axes": ints(fn.axes), "decay_rate": fn.decay_rate, "eps": fn.eps,
+            "batch_stat": fn.batch_stat, "no_scale": "gamma" not in fn.roles,
+            "no_bias": "beta" not in fn.roles}
+
+
+def _batch_norm_inputs(xs: list[Variable], p: Params, type_name: str) -> list:
+    """x, beta, gamma, mean, variance, with None for the beta and gamma the file leaves out."""
+    roles = [r for r, absent in (("beta", p.get("no_bias")), ("gamma", p.get("no_scale")))
+             if not absent] + ["mean", "variance"]
+    if len(xs) != 1 + len(roles):
+        raise DpnbError(f"{type_name} has {len(xs)} inputs in the file, expected "
+                        f"{1 + len(roles)} (x, {', '.join(roles)}); the file is inconsistent")
+    given = dict(zip(roles, xs[1:]))
+    return [xs[0]] + [given.get(r) for r in ("beta", "gamma", "mean", "variance")]
+
+
+def _batch_norm(xs, p, n):
+    return batch_normalization(*_batch_norm_inputs(xs, p, "BatchNormalization"),
+                               axes=p["axes"], decay_rate=p["decay_rate"], eps=p["eps"],
+                               batch_stat=p["batch_stat"], output_stat=n == 3)
 
 
 class BatchNormalization(Function):
@@ -27,6 +55,10 @@ class BatchNormalization(Function):
     as nnabla does: ``r = decay * r + (1 - decay) * s``, the variance entering
     with the unbiased factor M / (M - 1).  Without it the running statistics
     normalize, as at inference.  Gradients flow to x, beta and gamma only."""
+
+    nnabla_spec = FunctionSpec("BatchNormalization", "batch_normalization_param",
+                               ("axes", "decay_rate", "eps", "batch_stat", "no_scale", "no_bias"),
+                               _batch_norm_params, _batch_norm)
 
     def __init__(self, roles: Sequence[str], axes: Sequence[int], decay_rate: float, eps: float,
                  batch_stat: bool, output_stat: bool):
@@ -132,8 +164,7 @@ class BatchNormalization(Function):
 
     def _batch_grad_sums(self, xp, sums: list) -> list:
         """The per-channel sums over the batch that the input gradient needs
-        (of gy, of gy * xhat, and the stat outputs' gradients); here the local
-        batch is the whole batch."""
+        (of gy and of gy * xhat); here the local batch is the whole batch."""
         return sums
 
     def _update_running(self, mean, var) -> None:
@@ -163,8 +194,8 @@ class BatchNormalization(Function):
             if self.batch_stat:
                 # Through the batch mean and variance (and the stat outputs, if any):
                 # gx += coef * (x - mean) + shift.
-                sums = [grads["beta"], grads["gamma"], *gys[1:]]
-                sum_gy, sum_gy_xhat, *stat_grads = self._batch_grad_sums(xp, sums)
+                sum_gy, sum_gy_xhat = self._batch_grad_sums(xp, [grads["beta"], grads["gamma"]])
+                stat_grads = gys[1:]
                 coef = -scale * self.inv_std * sum_gy_xhat / self.count
                 shift = -scale * sum_gy / self.count
                 if self.output_stat:
@@ -176,10 +207,31 @@ class BatchNormalization(Function):
         return (gx,) + tuple(grads[role] if need[role] else None for role in self.roles)
 
 
+def _fused_batch_norm_params(fn) -> Params:
+    params = _batch_norm_params(fn)
+    if params["no_scale"] or params["no_bias"]:
+        raise DpnbError(f"{fn.name} without beta or gamma cannot be written in nnabla's format, "
+                        "whose FusedBatchNormalization always has both; pass both parameters")
+    return {"axes": params["axes"], "decay_rate": params["decay_rate"], "eps": params["eps"],
+            "batch_stat": params["batch_stat"], "nonlinearity": fn.nonlinearity}
+
+
+def _fused_batch_norm(xs, p, n):
+    x, beta, gamma, mean, variance, *z = xs
+    return fused_batch_normalization(x, beta, gamma, mean, variance, z[0] if z else None,
+                                     axes=p["axes"], decay_rate=p["decay_rate"], eps=p["eps"],
+                                     batch_stat=p["batch_stat"],
+                                     nonlinearity=p["nonlinearity"], output_stat=n == 3)
+
+
 class FusedBatchNormalization(BatchNormalization):
     """relu(batch_normalization(x) + z) as one function, as nnabla's: the residual ``z``
     (x's shape) is the last input where given; backward passes the gradient where the
     output is positive, to z and through the normalization."""
+
+    nnabla_spec = FunctionSpec("FusedBatchNormalization", "fused_batch_normalization_param",
+                               ("axes", "decay_rate", "eps", "batch_stat", "nonlinearity"),
+                               _fused_batch_norm_params, _fused_batch_norm)
 
     grad_depends_on_outputs = True  # the relu's mask
 
@@ -213,16 +265,44 @@ class FusedBatchNormalization(BatchNormalization):
 _COMMUNICATOR_CALLS = ("all_reduce", "find_group", "list_groups")
 
 
+def _sync_batch_norm_params(fn) -> Params:
+    params = _batch_norm_params(fn)
+    if params["no_scale"] or params["no_bias"]:
+        raise DpnbError(f"{fn.name} without beta or gamma cannot be written in nnabla's format, "
+                        "whose SyncBatchNormalization always has both; pass both parameters")
+    return {"comm": {}, "group": fn.group, "axes": params["axes"],
+            "decay_rate": params["decay_rate"], "eps": params["eps"],
+            "batch_stat": params["batch_stat"]}
+
+
+def _sync_batch_norm(xs, p, n):
+    """Read back as plain batch normalization where it uses the running statistics (the
+    same computation, nothing exchanged): a file cannot hold the communicator that batch
+    statistics need."""
+    if p["batch_stat"]:
+        raise DpnbError("SyncBatchNormalization with batch_stat=True needs a communicator, which "
+                        "a network file cannot hold; load the network for inference "
+                        "(batch_stat=False) or build it in code with F.sync_batch_normalization")
+    return batch_normalization(*xs, axes=p["axes"], decay_rate=p["decay_rate"], eps=p["eps"],
+                               batch_stat=False, output_stat=n == 3)
+
+
 class SyncBatchNormalization(BatchNormalization):
     """Batch normalization over the union of the batches of all ranks in a
     communicator group, as if one process held the whole batch: forward
     all-reduces the per-channel sums and counts (so batch sizes may differ
     between ranks) and then the centred sums of squares; backward all-reduces
-    the per-channel gradient sums that the input gradient needs.  Every rank of
+    the per-channel gradient sums that the input gradient needs (the gradients of
+    the batch mean and variance outputs are not summed: those outputs are the
+    group's, with the same gradient on every rank, as in nnabla).  Every rank of
     the group must run forward and backward together.  The gradients of beta
     and gamma stay this rank's share, summed over ranks with the other
     parameter gradients as usual.  The statistics travel in float64: exact
     counts beside the sums, and no float32 round-off in the sum over ranks."""
+
+    nnabla_spec = FunctionSpec("SyncBatchNormalization", "sync_batch_normalization_param",
+                               ("comm", "group", "axes", "decay_rate", "eps", "batch_stat"),
+                               _sync_batch_norm_params, _sync_batch_norm)
 
     def __init__(self, roles: Sequence[str], comm, group: str, axes: Sequence[int],
                  decay_rate: float, eps: float, batch_stat: bool, output_stat: bool):
@@ -254,6 +334,27 @@ class SyncBatchNormalization(BatchNormalization):
         outputs = super().output_specs(inputs)
         self.local_count = self.count  # ``count`` becomes the group's total in forward
         return outputs
+
+    def _sum(self, xp, a):
+        """The sum over the reduced axes, accumulated in float64 (float64 result)."""
+        if self.rows_shape is None:
+            return a.sum(axis=self.reduce_axes, keepdims=True, dtype=np.float64)
+        rows = a.reshape(self.rows_shape)
+        return xp.einsum("ijk->j", rows, dtype=np.float64).reshape(self.stat_shape)
+
+    def _dot(self, xp, a, b):
+        """The sum of ``a * b`` over the reduced axes, accumulated in float64: the group's
+        sums over many ranks' batches agree whatever the layout (channels first or last),
+        to float64 round-off instead of float32's (float64 result)."""
+        if self.rows_shape is None:
+            return (a * b).sum(axis=self.reduce_axes, keepdims=True, dtype=np.float64)
+        rows_a, rows_b = a.reshape(self.rows_shape), b.reshape(self.rows_shape)
+        return xp.einsum("ijk,ijk->j", rows_a, rows_b, dtype=np.float64).reshape(self.stat_shape)
+
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
+        """Batch normalization's gradients, in x's dtype (the sums are float64)."""
+        grads = super().backward_arrays(xp, xs, ys, gys, need_grads)
+        return tuple(g if g is None else g.astype(xs[0].dtype, copy=False) for g in grads)
 
     def _batch_statistics(self, xp, x):
         channels = int(np.prod(self.stat_shape))
@@ -357,6 +458,9 @@ class Standardization(Function):
     ``param_shape`` gives and broadcast over x; with ``output_stat`` the mean and
     variance (shape: the view's, 1 off ``stat_axes``) are outputs too, differentiable."""
 
+    no_nnabla_spec = ("the shared base of the standardizations; each of its subclasses is "
+                      "written as its own nnabla type")
+
     def __init__(self, roles: Sequence[str], eps: float, output_stat: bool):
         self.roles = tuple(roles)  # which of beta, gamma follow x in the inputs
         self.eps = float(eps)
@@ -439,9 +543,39 @@ def _batch_axes(owner: Function, batch_axis: int | Sequence[int], ndim: int) -> 
     return axes_of(owner, batch_axis, ndim, "batch_axis")
 
 
+def _scale_bias(fn) -> Params:
+    """nnabla's no_scale / no_bias: which of gamma and beta the function was not given."""
+    return {"no_scale": "gamma" not in fn.roles, "no_bias": "beta" not in fn.roles}
+
+
+def _axis_list(value) -> list[int]:
+    return [int(value)] if isinstance(value, (int, np.integer)) else ints(value)
+
+
+def _standardization_inputs(xs: list[Variable], p: Params, type_name: str) -> list:
+    """x, beta, gamma with None for the ones the file leaves out (nnabla's input order)."""
+    roles = [r for r, absent in (("beta", p["no_bias"]), ("gamma", p["no_scale"])) if not absent]
+    if len(xs) != 1 + len(roles):
+        raise DpnbError(f"{type_name} has {len(xs)} inputs in the file, expected "
+                        f"{1 + len(roles)} (x{''.join(', ' + r for r in roles)}); the file is "
+                        "inconsistent")
+    given = dict(zip(roles, xs[1:]))
+    return [xs[0], given.get("beta"), given.get("gamma")]
+
+
+def _layer_norm(xs, p, n):
+    return layer_normalization(*_standardization_inputs(xs, p, "LayerNormalization"),
+                               batch_axis=p["batch_axis"], eps=p["eps"], output_stat=n == 3)
+
+
 class LayerNormalization(Standardization):
     """Standardization of each sample over all its non-batch axes; beta and gamma have
     x's shape with 1 on the batch axes."""
+
+    nnabla_spec = FunctionSpec("LayerNormalization", "layer_normalization_param",
+                               ("batch_axis", "eps", "no_scale", "no_bias"),
+                               lambda fn: {"batch_axis": _axis_list(fn.batch_axis), "eps": fn.eps,
+                                           **_scale_bias(fn)}, _layer_norm)
 
     def __init__(self, roles: Sequence[str], batch_axis: int | Sequence[int], eps: float,
                  output_stat: bool):
@@ -456,9 +590,21 @@ class LayerNormalization(Standardization):
         return tuple(1 if a in self.batch_axes else s for a, s in enumerate(shape))
 
 
+def _instance_norm(xs, p, n):
+    return instance_normalization(*_standardization_inputs(xs, p, "InstanceNormalization"),
+                                  channel_axis=p["channel_axis"], batch_axis=p["batch_axis"],
+                                  eps=p["eps"], output_stat=n == 3)
+
+
 class InstanceNormalization(Standardization):
     """Standardization of each (sample, channel) over the remaining axes; beta and gamma
     have the channels on ``channel_axis`` and, on the batch axes, 1 or x's size."""
+
+    nnabla_spec = FunctionSpec("InstanceNormalization", "instance_normalization_param",
+                               ("channel_axis", "batch_axis", "eps", "no_scale", "no_bias"),
+                               lambda fn: {"channel_axis": int(fn.channel_axis),
+                                           "batch_axis": _axis_list(fn.batch_axis), "eps": fn.eps,
+                                           **_scale_bias(fn)}, _instance_norm)
 
     def __init__(self, roles: Sequence[str], channel_axis: int, batch_axis: int | Sequence[int],
                  eps: float, output_stat: bool):
@@ -483,9 +629,23 @@ class InstanceNormalization(Standardization):
         return tuple(wanted)
 
 
+def _group_norm(xs, p, n):
+    return group_normalization(*_standardization_inputs(xs, p, "GroupNormalization"),
+                               num_groups=p["num_groups"], channel_axis=p["channel_axis"],
+                               batch_axis=p["batch_axis"], eps=p["eps"], output_stat=n == 3)
+
+
 class GroupNormalization(Standardization):
     """Standardization of each sample's groups of ``channels / num_groups`` consecutive
     channels; beta and gamma are per channel (1 except on ``channel_axis``)."""
+
+    nnabla_spec = FunctionSpec("GroupNormalization", "group_normalization_param",
+                               ("num_groups", "channel_axis", "batch_axis", "eps", "no_scale",
+                                "no_bias"),
+                               lambda fn: {"num_groups": int(fn.num_groups),
+                                           "channel_axis": int(fn.channel_axis),
+                                           "batch_axis": _axis_list(fn.batch_axis), "eps": fn.eps,
+                                           **_scale_bias(fn)}, _group_norm)
 
     def __init__(self, roles: Sequence[str], num_groups: int, channel_axis: int,
                  batch_axis: int | Sequence[int], eps: float, output_stat: bool):
@@ -515,9 +675,19 @@ class GroupNormalization(Standardization):
         return tuple(s if a == self.channel else 1 for a, s in enumerate(shape))
 
 
+def _tensor_norm(xs, p, n):
+    x, beta, gamma = _standardization_inputs(xs, p, "TensorNormalization")
+    return tensor_normalization(x, p["axes"], beta, gamma, eps=p["eps"], output_stat=n == 3)
+
+
 class TensorNormalization(Standardization):
     """Standardization over all axes but ``axes``; beta and gamma have x's shape with 1
     off ``axes`` (batch normalization's statistics, with no running ones)."""
+
+    nnabla_spec = FunctionSpec("TensorNormalization", "tensor_normalization_param",
+                               ("axes", "eps", "no_scale", "no_bias"),
+                               lambda fn: {"axes": _axis_list(fn.axes), "eps": fn.eps,
+                                           **_scale_bias(fn)}, _tensor_norm)
 
     def __init__(self, roles: Sequence[str], axes: int | Sequence[int], eps: float,
                  output_stat: bool):
@@ -534,6 +704,11 @@ class TensorNormalization(Standardization):
 
 class WeightStandardization(Standardization):
     """Standardization of a weight over all axes but its output-channel axis."""
+
+    nnabla_spec = FunctionSpec("WeightStandardization", "weight_standardization_param",
+                               ("channel_axis", "eps"), attrs("channel_axis", "eps"),
+                               lambda xs, p, n: weight_standardization(
+                                   xs[0], p["channel_axis"], p["eps"], output_stat=n == 3))
 
     def __init__(self, channel_axis: int, eps: float, output_stat: bool):
         super().__init__((), eps, output_stat)
@@ -605,6 +780,10 @@ def weight_standardization(w: Variable, channel_axis: int = 0, eps: float = 1e-0
 class NormNormalization(Function):
     """y = x / (sum over ``axes`` of |x|^p + eps)^(1/p)."""
 
+    nnabla_spec = FunctionSpec("NormNormalization", "norm_normalization_param",
+                               ("p", "axes", "eps"), attrs("p", "axes", "eps"),
+                               call("norm_normalization", "p", "axes", "eps"))
+
     def __init__(self, p: float | None, axes: int | Sequence[int] | None, eps: float):
         self.p = 2.0 if p is None else p
         self.axis = axes
@@ -645,6 +824,9 @@ def norm_normalization(x: Variable, p: float | None = None,
 class WeightNormalization(Function):
     """w_wn = g * w / sqrt(sum of w^2 over all axes but ``dim`` + eps), g per index of
     ``dim``."""
+
+    nnabla_spec = FunctionSpec("WeightNormalization", "weight_normalization_param", ("dim", "eps"),
+                               attrs("dim", "eps"), call("weight_normalization", "dim", "eps"))
 
     def __init__(self, dim: int, eps: float):
         self.dim = dim
@@ -690,6 +872,11 @@ class MeanSubtraction(Function):
     the batch means: with ``update_running_mean`` forward first counts the batch in ``t``
     and moves ``mean += (batch mean - mean) / t``.  As nnabla's, backward is approximate:
     it scales gy by 1 - 1 / (t * batch size), the diagonal of the exact Jacobian."""
+
+    nnabla_spec = FunctionSpec("MeanSubtraction", "mean_subtraction_param",
+                               ("base_axis", "update_running_mean"),
+                               attrs("base_axis", update_running_mean="update"),
+                               call("mean_subtraction", "base_axis", "update_running_mean"))
 
     def __init__(self, base_axis: int, update_running_mean: bool):
         self.base_axis = base_axis
@@ -739,6 +926,11 @@ class SpectralNorm(Function):
     indices of axis ``dim``), estimated by ``itr`` steps of the power iteration from the
     left singular vector ``u``, which forward updates in place unless ``test``.  As in
     nnabla, backward holds the singular vectors constant: d sigma / dW = u v^T."""
+
+    nnabla_spec = FunctionSpec("SpectralNorm", "spectral_norm_param",
+                               ("dim", "itr", "eps", "test", "output_u"),
+                               attrs("dim", "itr", "eps", "test", "output_u"),
+                               call("spectral_norm", "dim", "itr", "eps", "test", "output_u"))
 
     def __init__(self, dim: int, itr: int, eps: float, test: bool, output_u: bool):
         self.dim = dim

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..graph import Function, Variable
 from .base import argument_error, default_outputs, int_tuple, shape_of
+from .specs import FunctionSpec, Params, attrs, call, ints, without_params
 
 __all__ = ["max_pooling", "average_pooling", "sum_pooling", "unpooling", "global_average_pooling",
            "interpolate", "max_pooling_backward", "onnx_resize"]
@@ -107,8 +108,24 @@ class _Windows:
                 for o, s, n in zip(offset, self.stride, self.out_spatial))
 
 
+def _pooling_params(fn) -> Params:
+    win = fn.win
+    return {"kernel": ints(win.kernel), "stride": ints(win.stride),
+            "ignore_border": bool(fn.args[2]), "pad": ints(win.pad),
+            "channel_last": bool(fn.args[4])}
+
+
+def _max_pooling(xs, p, n):
+    return max_pooling(xs[0], p["kernel"], p["stride"], p["ignore_border"], p["pad"],
+                       p["channel_last"])
+
+
 class MaxPooling(Function):
     """The maximum of each window; the gradient goes to the first maximum (row-major)."""
+
+    nnabla_spec = FunctionSpec("MaxPooling", "max_pooling_param",
+                               ("kernel", "stride", "ignore_border", "pad", "channel_last"),
+                               _pooling_params, _max_pooling)
 
     grad_depends_on_inputs = False
 
@@ -188,8 +205,21 @@ class _WindowSum(Function):
         return (win.from_first(xp, gx[win.interior()]),)
 
 
+def _average_pooling_params(fn) -> Params:
+    return {**_pooling_params(fn), "including_pad": bool(fn.including_pad)}
+
+
+def _average_pooling(xs, p, n):
+    return average_pooling(xs[0], p["kernel"], p["stride"], p["ignore_border"], p["pad"],
+                           p["channel_last"], p["including_pad"])
+
+
 class AveragePooling(_WindowSum):
     """The mean of each window; ``including_pad`` counts the padding in the divisor."""
+
+    nnabla_spec = FunctionSpec("AveragePooling", "average_pooling_param",
+                               ("kernel", "stride", "ignore_border", "pad", "channel_last",
+                                "including_pad"), _average_pooling_params, _average_pooling)
 
     def __init__(self, kernel, stride, ignore_border, pad, channel_last, including_pad):
         self.args = (kernel, stride, ignore_border, pad, channel_last)
@@ -224,6 +254,12 @@ def average_pooling(x: Variable, kernel: Sequence[int], stride: Sequence[int] | 
 class SumPooling(_WindowSum):
     """The sum of each window (the padding adds zeros)."""
 
+    nnabla_spec = FunctionSpec("SumPooling", "sum_pooling_param",
+                               ("kernel", "stride", "ignore_border", "pad", "channel_last"),
+                               _pooling_params,
+                               call("sum_pooling", "kernel", "stride", "ignore_border", "pad",
+                                    "channel_last"))
+
     def __init__(self, kernel, stride, ignore_border, pad, channel_last):
         self.args = (kernel, stride, ignore_border, pad, channel_last)
 
@@ -245,6 +281,10 @@ def sum_pooling(x: Variable, kernel: Sequence[int], stride: Sequence[int] | None
 class Unpooling(Function):
     """Each element repeated ``kernel`` times along the last ``len(kernel)`` axes (those
     before the channel axis with ``channel_last``); the gradient sums each block."""
+
+    nnabla_spec = FunctionSpec("Unpooling", "unpooling_param", ("kernel", "channel_last"),
+                               attrs("kernel", "channel_last"),
+                               call("unpooling", "kernel", "channel_last"))
 
     grad_depends_on_inputs = False
 
@@ -295,6 +335,8 @@ def unpooling(x: Variable, kernel: Sequence[int], channel_last: bool = False,
 
 class GlobalAveragePooling(Function):
     """The mean over the axes after the second: (B, C[, H[, W]]) -> (B, C, 1, 1)."""
+
+    nnabla_spec = without_params("GlobalAveragePooling", "global_average_pooling")
 
     grad_depends_on_inputs = False
 
@@ -361,6 +403,14 @@ def _interpolation_matrix(n_in: int, n_out: int, mode: str, align_corners: bool,
 class Interpolate(Function):
     """Resizing of the last ``len(output_size)`` axes (those before the channel axis with
     ``channel_last``), linear or nearest, one axis after the other."""
+
+    nnabla_spec = FunctionSpec("Interpolate", "interpolate_param",
+                               ("output_size", "mode", "align_corners", "half_pixel",
+                                "half_pixel_for_nn", "channel_last"),
+                               attrs("output_size", "mode", "align_corners", "half_pixel",
+                                     "half_pixel_for_nn", "channel_last"),
+                               call("interpolate", "output_size", "mode", "align_corners",
+                                    "half_pixel", "half_pixel_for_nn", "channel_last"))
 
     grad_depends_on_inputs = False
 
@@ -438,6 +488,12 @@ class MaxPoolingBackward(Function):
     """The gradient of max pooling of ``x`` for the output gradient ``dy``: each entry of
     dy goes to its window's first maximum.  Its own gradient (nnabla's second order of
     max pooling) takes back to dy what lands on those maxima; x gets zero."""
+
+    nnabla_spec = FunctionSpec("MaxPoolingBackward", "max_pooling_backward_param",
+                               ("kernel", "stride", "ignore_border", "pad", "channel_last"),
+                               lambda fn: _pooling_params(fn.pooling),
+                               call("max_pooling_backward", "kernel", "stride", "ignore_border",
+                                    "pad", "channel_last"))
 
     def __init__(self, kernel, stride, ignore_border, pad, channel_last):
         self.pooling = MaxPooling(kernel, stride, ignore_border, pad, channel_last)
@@ -567,6 +623,18 @@ class ONNXResize(Function):
     coordinate transformations, one axis after the other;
     tf_crop_and_resize reads the region ``roi`` and writes ``extrapolation_value`` where
     it falls outside the input.  Linear in x, so its gradient is the transpose."""
+
+    nnabla_spec = FunctionSpec("ONNXResize", "onnx_resize_param",
+                               ("roi", "scales", "sizes", "mode", "coordinate_transformation_mode",
+                                "cubic_coeff_a", "exclude_outside", "extrapolation_value",
+                                "nearest_mode"),
+                               attrs("roi", "scales", "sizes", "mode", "nearest_mode",
+                                     coordinate_transformation_mode="transform", cubic_coeff_a="a",
+                                     exclude_outside=lambda fn: int(fn.exclude_outside),
+                                     extrapolation_value="extrapolation"),
+                               call("onnx_resize", "roi", "scales", "sizes", "mode",
+                                    "coordinate_transformation_mode", "cubic_coeff_a",
+                                    "exclude_outside", "extrapolation_value", "nearest_mode"))
 
     grad_depends_on_inputs = False
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..graph import Function, Variable
 from .base import argument_error, default_outputs
+from .specs import FunctionSpec, Params, plain, public
 
 __all__ = ["rnn", "lstm", "gru"]
 
@@ -243,8 +244,35 @@ class _Recurrent(Function):
         return dx_side.sum(axis=(1, 2))
 
 
+def _recurrent_params(fn) -> Params:
+    return plain({"num_layers": fn.num_layers, "dropout": fn.dropout,
+                  "bidirectional": fn.bidirectional, "training": fn.training})
+
+
+def _recurrent(function: str, states: int, nonlinearity: bool):
+    """x, the states, weight_l0, then weight where there are several layers and bias where
+    the file has one more input (nnabla's input order)."""
+    def build(xs, p, n):
+        rest = list(xs[2 + states:])
+        weight = rest.pop(0) if p["num_layers"] > 1 and rest else None
+        bias = rest.pop(0) if rest else None
+        options = {"nonlinearity": p["nonlinearity"]} if nonlinearity else {}
+        return public(function)(*xs[:2 + states], weight=weight, bias=bias,
+                                num_layers=p["num_layers"], dropout=p["dropout"],
+                                bidirectional=p["bidirectional"], training=p["training"],
+                                **options)
+    return build
+
+
 class RNN(_Recurrent):
     """Elman RNN: h_t = act(W_x x_t + W_h h_{t-1} + b), act tanh or relu."""
+
+    nnabla_spec = FunctionSpec("RNN", "rnn_param",
+                               ("num_layers", "nonlinearity", "dropout", "bidirectional",
+                                "training"),
+                               lambda fn: {**_recurrent_params(fn),
+                                           "nonlinearity": fn.nonlinearity},
+                               _recurrent("rnn", 1, True))
 
     def __init__(self, nonlinearity: str, *args):
         super().__init__(*args)
@@ -292,6 +320,10 @@ class RNN(_Recurrent):
 class LSTM(_Recurrent):
     """LSTM with nnabla's gates i, f, g (cell input), o; kept internally as o, i, f, g
     so that the sigmoid gates and the gates the cell gradient drives are contiguous."""
+
+    nnabla_spec = FunctionSpec("LSTM", "lstm_param",
+                               ("num_layers", "dropout", "bidirectional", "training"),
+                               _recurrent_params, _recurrent("lstm", 2, False))
 
     gates = 4
     bias_gates = 4
@@ -342,6 +374,10 @@ class LSTM(_Recurrent):
 
 class GRU(_Recurrent):
     """GRU with nnabla's gates r, z, n and biases b_r, b_z, b_in, b_hn."""
+
+    nnabla_spec = FunctionSpec("GRU", "gru_param",
+                               ("num_layers", "dropout", "bidirectional", "training"),
+                               _recurrent_params, _recurrent("gru", 1, False))
 
     gates = 3
     bias_gates = 4

@@ -12,13 +12,26 @@ import numpy as np
 from ..errors import DpnbError
 from ..graph import Function, Variable
 from .base import Reduction, base_axis_of, default_outputs, one_axis
+from .specs import Build, FunctionSpec, Params, attrs, call, ints, none_to, plain, public
 
 __all__ = ["sum", "mean", "max", "min", "prod", "norm", "cumsum", "cumprod", "sort", "top_k_data",
            "top_k_grad", "reduce_sum", "reduce_mean", "reduce", "searchsorted", "unique"]
 
 
+def _reduction_params(fn) -> Params:
+    return {"axes": ints(fn.axes), "keep_dims": fn.keepdims}
+
+
+def _reduction(function: str) -> Build:
+    return lambda xs, p, n: public(function)(xs[0], axis=tuple(p["axes"]),
+                                             keepdims=p["keep_dims"])
+
+
 class Sum(Reduction):
     """Sum over axes."""
+
+    nnabla_spec = FunctionSpec("Sum", "sum_param", ("axes", "keep_dims"), _reduction_params,
+                               _reduction("sum"))
 
     grad_depends_on_inputs = False
 
@@ -36,6 +49,9 @@ def sum(x: Variable, axis: int | Sequence[int] | None = None, keepdims: bool = F
 
 class Mean(Reduction):
     """Mean over axes."""
+
+    nnabla_spec = FunctionSpec("Mean", "mean_param", ("axes", "keep_dims"), _reduction_params,
+                               _reduction("mean"))
 
     grad_depends_on_inputs = False
 
@@ -99,14 +115,33 @@ class _Extremum(Reduction):
         return (xp.moveaxis(g, last, self.axes),)
 
 
+def _extremum_params(fn) -> Params:
+    kept = fn.outputs_kept
+    return {**_reduction_params(fn), "with_index": kept == "both", "only_index": kept == "index"}
+
+
+def _extremum(function: str) -> Build:
+    return lambda xs, p, n: public(function)(xs[0], axis=tuple(p["axes"]),
+                                             keepdims=p["keep_dims"], with_index=p["with_index"],
+                                             only_index=p["only_index"])
+
+
 class Max(_Extremum):
     """Maximum over axes (see ``_Extremum``)."""
+
+    nnabla_spec = FunctionSpec("Max", "max_param",
+                               ("axes", "keep_dims", "with_index", "only_index"), _extremum_params,
+                               _extremum("max"))
 
     kind, reduction = "maximum", "max"
 
 
 class Min(_Extremum):
     """Minimum over axes (see ``_Extremum``)."""
+
+    nnabla_spec = FunctionSpec("Min", "min_param",
+                               ("axes", "keep_dims", "with_index", "only_index"), _extremum_params,
+                               _extremum("min"))
 
     kind, reduction = "minimum", "min"
 
@@ -142,6 +177,9 @@ class Prod(Reduction):
     """Product over axes.  Its gradient is the product of the other elements, exact
     where inputs are zero too (nnabla's divides by the input, giving 0 there)."""
 
+    nnabla_spec = FunctionSpec("Prod", "prod_param", ("axes", "keep_dims"), _reduction_params,
+                               _reduction("prod"))
+
     def forward_arrays(self, xp, xs):
         return (xs[0].prod(axis=self.axes, keepdims=self.keepdims),)
 
@@ -164,6 +202,11 @@ def prod(x: Variable, axis: int | Sequence[int] | None = None, keepdims: bool = 
 class Norm(Reduction):
     """The p-norm over axes, (sum |x|^p)^(1/p) for a finite p >= 1; where the norm is 0
     its gradient is taken as 0."""
+
+    nnabla_spec = FunctionSpec("Norm", "norm_param", ("p", "axes", "keep_dims"),
+                               lambda fn: {"p": float(fn.p), **_reduction_params(fn)},
+                               lambda xs, p, n: norm(xs[0], p["p"], axis=tuple(p["axes"]),
+                                                     keepdims=p["keep_dims"]))
 
     grad_depends_on_outputs = True
 
@@ -254,6 +297,10 @@ class _Cumulative(Function):
 class CumSum(_Cumulative):
     """Cumulative sum along an axis."""
 
+    nnabla_spec = FunctionSpec("CumSum", "cumsum_param", ("axis", "exclusive", "reverse"),
+                               attrs("axis", "exclusive", "reverse"),
+                               call("cumsum", "axis", "exclusive", "reverse"))
+
     grad_depends_on_inputs = False
 
     def scan(self, xp, t):
@@ -266,6 +313,10 @@ class CumSum(_Cumulative):
 class CumProd(_Cumulative):
     """Cumulative product along an axis; its gradient is exact where inputs are zero:
     after the first zero of a run only that zero gets a gradient."""
+
+    nnabla_spec = FunctionSpec("CumProd", "cumprod_param", ("axis", "exclusive", "reverse"),
+                               attrs("axis", "exclusive", "reverse"),
+                               call("cumprod", "axis", "exclusive", "reverse"))
 
     identity = 1
 
@@ -295,11 +346,20 @@ def cumprod(x: Variable, axis: int | None = None, exclusive: bool = False, rever
     return CumProd(axis, exclusive, reverse)(x)
 
 
+def _sort_params(fn) -> Params:
+    return {"axis": int(fn.axis), "reverse": bool(fn.reverse),
+            "with_index": fn.kept == "both", "only_index": fn.kept == "index"}
+
+
 class Sort(Function):
     """Values sorted along an axis (stably; ``reverse``: descending), with their source
     indices (uint64) as a second output or alone.  The gradient of the first output
     (with ``only_index``, of the indices, as nnabla does) goes back to where each value
     came from."""
+
+    nnabla_spec = FunctionSpec("Sort", "sort_param",
+                               ("axis", "reverse", "with_index", "only_index"), _sort_params,
+                               call("sort", "axis", "reverse", "with_index", "only_index"))
 
     def __init__(self, axis: int, reverse: bool, with_index: bool, only_index: bool):
         self.axis, self.reverse = axis, bool(reverse)
@@ -377,6 +437,12 @@ class TopKData(_TopK):
     sample, in order (``reduce``), or in place with the others zeroed.  The gradient
     reaches the selected values only (nnabla passes all of it with ``reduce=False``)."""
 
+    nnabla_spec = FunctionSpec("TopKData", "top_k_data_param",
+                               ("k", "abs", "reduce", "base_axis", "largest", "with_index"),
+                               attrs("k", "abs", "reduce", "base_axis", "largest", "with_index"),
+                               call("top_k_data", "k", "abs", "reduce", "base_axis", "largest",
+                                    "with_index"))
+
     def __init__(self, k, abs, reduce, base_axis, largest, with_index):
         super().__init__(k, abs, base_axis, largest)
         self.reduce, self.with_index = bool(reduce), bool(with_index)
@@ -426,6 +492,10 @@ def top_k_data(x: Variable, k: int, abs: bool = False, reduce: bool = True, base
 class TopKGrad(_TopK):
     """The input unchanged; backward keeps only the k largest (``abs``: by magnitude)
     gradient entries of each sample and zeroes the rest."""
+
+    nnabla_spec = FunctionSpec("TopKGrad", "top_k_grad_param", ("k", "abs", "base_axis"),
+                               attrs("k", "abs", "base_axis"),
+                               call("top_k_grad", "k", "abs", "base_axis"))
 
     grad_depends_on_inputs = False
 
@@ -482,6 +552,10 @@ class SearchSorted(Function):
     which it would be inserted to keep the row sorted (``right``: after equal entries);
     as a float array, as nnabla's.  No gradient."""
 
+    nnabla_spec = FunctionSpec("SearchSorted", "searchsorted_param", ("right",),
+                               attrs(right=lambda fn: bool(fn.right)),
+                               call("searchsorted", "right"))
+
     differentiable = False
 
     def __init__(self, right: bool):
@@ -516,6 +590,17 @@ class Unique(Function):
     each one's first appearance, each input element's (slice's) place in the result,
     and how often each one appears.  Every NaN counts as distinct, as in nnabla.
     The outputs take their length from each forward; no gradient."""
+
+    nnabla_spec = FunctionSpec("Unique", "unique_param",
+                               ("flatten", "axis", "sorted", "with_index", "with_inverse",
+                                "with_counts"),
+                               lambda fn: plain({"flatten": fn.flatten,
+                                                 "axis": none_to(fn.axis, 0), "sorted": fn.sorted,
+                                                 "with_index": fn.extra[0],
+                                                 "with_inverse": fn.extra[1],
+                                                 "with_counts": fn.extra[2]}),
+                               call("unique", "flatten", "axis", "sorted", "with_index",
+                                    "with_inverse", "with_counts"))
 
     differentiable = False
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..graph import Function, Variable
 from .base import default_outputs
+from .specs import FunctionSpec, attrs, call, none_to
 
 __all__ = ["pack_padded_sequence", "pad_packed_sequence"]
 
@@ -40,6 +41,10 @@ def _sorted(owner: Function, counts, name: str, limit: int, limit_name: str):
 
 class PackPaddedSequence(Function):
     """The running steps of each sorted padded sequence, packed (see the module)."""
+
+    nnabla_spec = FunctionSpec("PackPaddedSequence", "pack_padded_sequence_param",
+                               ("batch_first",), attrs("batch_first"),
+                               call("pack_padded_sequence", "batch_first"))
 
     def __init__(self, batch_first: bool):
         self.batch_first = bool(batch_first)
@@ -96,6 +101,14 @@ class PadPackedSequence(Function):
     """A packed batch padded back (see the module) with ``padding_value``, to
     ``total_length`` steps where that is longer than the longest sequence, and the
     length of each sequence (int32)."""
+
+    nnabla_spec = FunctionSpec("PadPackedSequence", "pad_packed_sequence_param",
+                               ("batch_first", "padding_value", "total_length"),
+                               attrs("batch_first",
+                                     padding_value=lambda fn: none_to(fn.padding_value, 0.0),
+                                     total_length=lambda fn: none_to(fn.total_length, -1)),
+                               call("pad_packed_sequence", "batch_first", "padding_value",
+                                    "total_length"))
 
     def __init__(self, batch_first: bool, padding_value: float, total_length: int | None):
         self.batch_first = bool(batch_first)

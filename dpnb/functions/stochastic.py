@@ -14,6 +14,7 @@ from .. import random as _random
 from ..context import to_module
 from ..graph import Function, Variable
 from .base import axes_of, base_axis_of, default_outputs, number_of, shape_of
+from .specs import Export, FunctionSpec, Params, always_false, attrs, call, ints
 
 __all__ = ["dropout", "image_augmentation", "rand", "randn", "randint", "rand_binomial", "rand_beta",
            "rand_gamma", "random_choice", "random_crop", "random_flip", "random_shift",
@@ -28,6 +29,9 @@ def _generator(seed: int) -> np.random.RandomState:
 class Dropout(Function):
     """Zero each element with probability ``p`` and scale the rest by 1 / (1 - p);
     the gradient uses the same mask."""
+
+    nnabla_spec = FunctionSpec("Dropout", "dropout_param", ("p", "seed"), attrs("p", "seed"),
+                               call("dropout", "p", "seed"))
 
     draws_random_numbers = True
     grad_depends_on_inputs = False
@@ -64,6 +68,19 @@ def dropout(x: Variable, p: float = 0.5, seed: int = -1,
     return Dropout(p, seed)(x)
 
 
+def _image_augmentation_params(fn) -> Params:
+    names = ("min_scale", "max_scale", "angle", "aspect_ratio", "distortion", "flip_lr",
+             "flip_ud", "brightness", "brightness_each", "contrast", "contrast_center",
+             "contrast_each", "noise", "seed")
+    return {"shape": ints(fn.out_shape[-2:]), "pad": ints(fn.pad),
+            **{name: getattr(fn, name) for name in names}}
+
+
+def _image_augmentation(xs, p, n):
+    fields = {k: v for k, v in p.items() if k != "shape"}
+    return image_augmentation(xs[0], shape=p["shape"] or None, **fields)
+
+
 class ImageAugmentation(Function):
     """Random crop, scale, rotation, flips, brightness, contrast, distortion and noise,
     drawn per image; the images are the last two axes, the channels the third-last.
@@ -71,6 +88,12 @@ class ImageAugmentation(Function):
     It follows nnabla's sampling: every output pixel maps back to a point of the
     (implicitly padded) input, read by bilinear interpolation with coordinates
     clamped to the border.  Not differentiable."""
+
+    nnabla_spec = FunctionSpec("ImageAugmentation", "image_augmentation_param",
+                               ("shape", "pad", "min_scale", "max_scale", "angle", "aspect_ratio",
+                                "distortion", "flip_lr", "flip_ud", "brightness",
+                                "brightness_each", "contrast", "contrast_center", "contrast_each",
+                                "noise", "seed"), _image_augmentation_params, _image_augmentation)
 
     draws_random_numbers = True
     differentiable = False
@@ -251,8 +274,16 @@ class _Sampler(Function):
         return (xp.asarray(self.draw(self.rng, self.shape).astype(self.dtype)),)
 
 
+def _sampler(*names: str) -> Export:
+    return attrs(*names, "shape", "seed")
+
+
 class Rand(_Sampler):
     """Uniform in [low, high)."""
+
+    nnabla_spec = FunctionSpec("Rand", "rand_param", ("low", "high", "shape", "seed"),
+                               _sampler("low", "high"),
+                               call("rand", "low", "high", "shape", "seed"))
 
     def __init__(self, low, high, shape, seed):
         super().__init__(shape, seed)
@@ -280,6 +311,10 @@ def rand(low: float = 0, high: float = 1, shape: Sequence[int] = (), seed: int =
 class Randn(_Sampler):
     """Normal with mean mu and standard deviation sigma."""
 
+    nnabla_spec = FunctionSpec("Randn", "randn_param", ("mu", "sigma", "shape", "seed"),
+                               _sampler("mu", "sigma"),
+                               call("randn", "mu", "sigma", "shape", "seed"))
+
     def __init__(self, mu, sigma, shape, seed):
         super().__init__(shape, seed)
         self.mu, self.sigma = mu, sigma
@@ -302,6 +337,10 @@ def randn(mu: float = 0, sigma: float = 1, shape: Sequence[int] = (), seed: int 
 
 class Randint(_Sampler):
     """Uniform integers in [low, high), as int32."""
+
+    nnabla_spec = FunctionSpec("Randint", "randint_param", ("low", "high", "shape", "seed"),
+                               _sampler("low", "high"),
+                               call("randint", "low", "high", "shape", "seed"))
 
     int_output = True
 
@@ -332,6 +371,10 @@ def randint(low: int = 0, high: int = 1, shape: Sequence[int] = (), seed: int = 
 class RandBinomial(_Sampler):
     """Binomial counts of n trials with success probability p."""
 
+    nnabla_spec = FunctionSpec("RandBinomial", "rand_binomial_param", ("n", "p", "shape", "seed"),
+                               _sampler("n", "p"),
+                               call("rand_binomial", "n", "p", "shape", "seed"))
+
     def __init__(self, n, p, shape, seed):
         super().__init__(shape, seed)
         self.n, self.p = n, p
@@ -355,6 +398,10 @@ def rand_binomial(n: int = 1, p: float = 0.5, shape: Sequence[int] = (),
 
 class RandBeta(_Sampler):
     """Beta(alpha, beta) samples."""
+
+    nnabla_spec = FunctionSpec("RandBeta", "rand_beta_param", ("alpha", "beta", "shape", "seed"),
+                               _sampler("alpha", "beta"),
+                               call("rand_beta", "alpha", "beta", "shape", "seed"))
 
     def __init__(self, alpha, beta, shape, seed):
         super().__init__(shape, seed)
@@ -380,6 +427,10 @@ def rand_beta(alpha: float = 0.5, beta: float = 0.5, shape: Sequence[int] = (),
 class RandGamma(_Sampler):
     """Gamma samples of shape k and scale theta."""
 
+    nnabla_spec = FunctionSpec("RandGamma", "rand_gamma_param", ("k", "theta", "shape", "seed"),
+                               _sampler("k", "theta"),
+                               call("rand_gamma", "k", "theta", "shape", "seed"))
+
     def __init__(self, k, theta, shape, seed):
         super().__init__(shape, seed)
         self.k, self.theta = k, theta
@@ -403,6 +454,10 @@ def rand_gamma(k: float = 0.5, theta: float = 1, shape: Sequence[int] = (),
 class RandomChoice(Function):
     """Samples of the populations on x's last axis, drawn with the relative weights ``w``
     (same shape); the gradient of each drawn sample goes to that element of x and of w."""
+
+    nnabla_spec = FunctionSpec("RandomChoice", "random_choice_param", ("shape", "replace", "seed"),
+                               attrs("shape", "replace", "seed"),
+                               call("random_choice", "shape", "replace", "seed"))
 
     draws_random_numbers = True
 
@@ -536,6 +591,10 @@ class _Remap(Function):
 class RandomCrop(_Remap):
     """A window of ``shape`` (over the last len(shape) axes) at a random place."""
 
+    nnabla_spec = FunctionSpec("RandomCrop", "random_crop_param", ("shape", "base_axis", "seed"),
+                               attrs("shape", "base_axis", "seed"),
+                               call("random_crop", "shape", "base_axis", "seed"))
+
     def __init__(self, shape, base_axis, seed):
         super().__init__(base_axis, seed)
         self.shape = shape
@@ -565,6 +624,10 @@ def random_crop(x: Variable, shape: Sequence[int] | None = None, base_axis: int 
 
 class RandomFlip(_Remap):
     """Reverse each axis of ``axes`` with probability 1/2."""
+
+    nnabla_spec = FunctionSpec("RandomFlip", "random_flip_param", ("axes", "base_axis", "seed"),
+                               attrs("axes", "base_axis", "seed"),
+                               call("random_flip", "axes", "base_axis", "seed"))
 
     def __init__(self, axes, base_axis, seed):
         super().__init__(base_axis, seed)
@@ -596,6 +659,13 @@ class RandomShift(_Remap):
     """Shift each axis by a random integer in [-shifts[a], shifts[a]]; what comes in from
     beyond the border repeats the edge (nearest), mirrors the array (reflect) or is
     ``constant_value`` (constant)."""
+
+    nnabla_spec = FunctionSpec("RandomShift", "random_shift_param",
+                               ("shifts", "border_mode", "constant_value", "base_axis", "seed"),
+                               attrs("shifts", "border_mode", "base_axis", "seed",
+                                     constant_value="fill"),
+                               call("random_shift", "shifts", "border_mode", "constant_value",
+                                    "base_axis", "seed"))
 
     def __init__(self, shifts, border_mode, constant_value, base_axis, seed):
         super().__init__(base_axis, seed)
@@ -661,6 +731,17 @@ class RandomErase(Function):
     uniform integer position, and the rows and columns from it up to and including
     corner + height and corner + width (clipped to the image) are replaced, the geometry
     nnabla 1.39 produces."""
+
+    nnabla_spec = FunctionSpec("RandomErase", "random_erase_param",
+                               ("prob", "area_ratios", "aspect_ratios", "replacements", "n",
+                                "share", "inplace", "base_axis", "seed", "channel_last",
+                                "ste_fine_grained"),
+                               attrs("prob", "area_ratios", "aspect_ratios", "replacements", "n",
+                                     "share", "base_axis", "seed", "channel_last",
+                                     "ste_fine_grained", inplace=always_false),
+                               call("random_erase", "prob", "area_ratios", "aspect_ratios",
+                                    "replacements", "n", "share", "base_axis", "seed",
+                                    "channel_last", "ste_fine_grained"))
 
     draws_random_numbers = True
     grad_depends_on_inputs = False

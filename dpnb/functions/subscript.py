@@ -9,7 +9,11 @@ import numpy as np
 from ..context import to_module
 from ..graph import Function, Variable
 from ..ndarray import NdArray
+from . import array
 from .base import add_at, sum_to
+
+_SUBSCRIPT = ("x[key] and x[key] = value in one step, which nnabla builds from Slice, Reshape "
+              "and the gathers and has no type of its own for")  # why these have no nnabla_spec
 
 
 class _Key:
@@ -60,6 +64,8 @@ def _shape_of_result(shape: tuple[int, ...], key: tuple) -> tuple[int, ...]:
 class GetItem(Function):
     """``x[key]``; the gradient adds the output's gradient back at the elements read."""
 
+    no_nnabla_spec = _SUBSCRIPT
+
     def __init__(self, key: _Key):
         self.key = key
 
@@ -94,6 +100,8 @@ class GetItem(Function):
 class SetItem(Function):
     """``x`` with ``x[key] = value``; the gradient goes to ``value`` from the elements set
     and to ``x`` from the others."""
+
+    no_nnabla_spec = _SUBSCRIPT
 
     def __init__(self, key: _Key):
         self.key = key
@@ -133,8 +141,31 @@ def _values(value):
     return value.data if isinstance(value, NdArray) else value
 
 
+def _slice_arguments(shape: tuple[int, ...], key) -> tuple[list, list, list] | None:
+    """nnabla's Slice arguments (start, stop, step per axis) for a key of slices and at
+    most one ``...``, as nnabla builds ``x[key]`` from them; None for other keys."""
+    parts = key if isinstance(key, tuple) else (key,)
+    if (not all(isinstance(p, slice) or p is Ellipsis for p in parts)
+            or sum(p is Ellipsis for p in parts) > 1 or len(parts) - (Ellipsis in parts) > len(shape)
+            or any(p.step == 0 for p in parts if isinstance(p, slice))):
+        return None
+    fill = (slice(None),) * (len(shape) - len(parts) + (Ellipsis in parts))
+    at = next((i for i, p in enumerate(parts) if p is Ellipsis), len(parts))
+    parts = parts[:at] + fill + parts[at + 1:]
+    start, stop, step = [], [], []
+    for part, size in zip(parts, shape):
+        forward = part.step is None or part.step > 0
+        start.append(part.start if part.start is not None else 0 if forward else -1)
+        stop.append(part.stop if part.stop is not None else size if forward else -size - 1)
+        step.append(1 if part.step is None else part.step)
+    return start, stop, step
+
+
 def get_item(x, key):
-    """``x[key]`` for a variable or an NdArray."""
+    """``x[key]`` for a variable or an NdArray: nnabla's Slice where the key is slices only."""
+    arguments = _slice_arguments(x.shape, key) if isinstance(x, Variable) else None
+    if arguments is not None:
+        return array.slice(x, *arguments)
     key = _Key(key)
     return GetItem(key)(x, *key.variables)
 
