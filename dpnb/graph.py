@@ -405,7 +405,7 @@ class Variable:
             consumer._note_inputs()
         fn = var._parent
         if fn is not None:
-            fn.outputs[next(i for i, y in enumerate(fn.outputs) if y is var)] = self
+            fn._replace_output(var, self)
             self._parent, var._parent = fn, None
         _graph_changed()
 
@@ -621,7 +621,6 @@ class Function:
     output_views_input = False     # True: the output is a view of the input (in-place reshape)
 
     inputs: list[Variable]
-    outputs: list[Variable]
     context: Context
     rank: int    # the rank of its outputs: one more than its deepest input's
     serial: int  # creation order
@@ -789,13 +788,15 @@ class Function:
         linked = not (_auto_forward and _no_grad)  # no_grad in eager mode builds no graph
         need_grad = linked and self.differentiable and any(x.need_grad for x in inputs)
         parent = self if linked else None
-        self.outputs = []
+        outputs = []
         for shape, dtype in specs:
             y = Variable.__new__(Variable)
             y._init(NdArray(shape, dtype=dtype, xp=xp, owner=f"output of {self.name}"),
                     need_grad, parent)
-            self.outputs.append(y)
-        self._out_handles = [y._data for y in self.outputs]
+            outputs.append(y)
+        self._outputs = [weakref.ref(y) for y in outputs]
+        self._out_handles = [y._data for y in outputs]
+        self._outputs_need_grad = need_grad
         if linked:
             for x in inputs:
                 if x._consumers is None:
@@ -808,7 +809,27 @@ class Function:
             self._run_forward()
             if post is not None:
                 post(self)
-        return self.outputs[0] if len(self.outputs) == 1 else tuple(self.outputs)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    @property
+    def outputs(self) -> list[Variable]:
+        """The output variables.  A function holds them weakly (each holds its function), so
+        that a graph nobody holds is freed at once, as nnabla's; an output no longer held
+        comes back as a new variable over the same arrays."""
+        outputs = []
+        for i, ref in enumerate(self._outputs):
+            y = ref()
+            if y is None:
+                y = Variable.__new__(Variable)
+                y._init(self._out_handles[i], self._outputs_need_grad, self)
+                self._outputs[i] = weakref.ref(y)
+            outputs.append(y)
+        return outputs
+
+    def _replace_output(self, old: Variable, new: Variable) -> None:
+        """Make ``new`` the output where ``old`` was (``rewire_on``)."""
+        i = next(i for i, ref in enumerate(self._outputs) if ref() is old)
+        self._outputs[i] = weakref.ref(new)
 
     def _compute_on_arrays(self, inputs: Sequence["Variable | NdArray"]):
         """This function computed on the arrays of ``inputs`` (variables' data, NdArrays
@@ -878,6 +899,9 @@ class _Schedule:
     def __init__(self, roots: list[Variable]):
         self.epoch = _epoch
         self.order = _functions_in_order(roots)
+        # The outputs held for the schedule's life: functions hold theirs weakly, and the
+        # passes key variables by identity.
+        self.outputs = [y for fn in self.order for y in fn.outputs]
         # The device a pass makes current once, before its functions run (a GPU graph's).
         self.device_context = next((fn.context for fn in self.order if fn._xp is not np), None)
         for fn in self.order:

@@ -46,7 +46,7 @@ class NdArray:
     ``nn.NdArray(shape)`` makes one of the current context's device and float
     type, as in nnabla; the graph names its arrays through ``owner``."""
 
-    __slots__ = ("_array", "_shape", "_size", "_dtype", "_xp", "_freed_by", "_cleared", "_pinned",
+    __slots__ = ("_array", "_shape", "_size", "_dtype", "_xp", "_freed_by", "_cleared", "_zeroing", "_pinned",
                  "owner")
 
     def __init__(self, *shape: int | Sequence[int], dtype=None, xp: ModuleType | None = None,
@@ -64,6 +64,7 @@ class NdArray:
         self._array = None
         self._freed_by = ""
         self._cleared = False  # released by clear() or free(), for clear_called
+        self._zeroing = False  # zero() called and the values not used since, for zeroing
         self._pinned = False
         self.owner = owner  # names the variable in error messages
 
@@ -103,6 +104,7 @@ class NdArray:
     @property
     def data(self):
         """The backing array; writable in place (``v.data[...] = x``)."""
+        self._zeroing = False
         if self._array is None:
             if self._freed_by:
                 raise DpnbError(
@@ -138,7 +140,10 @@ class NdArray:
         in that type (the handle keeps its own)."""
         if mode not in _MODES:
             raise DpnbError(f"get_data: mode must be one of {_MODES}, got {mode!r}")
+        zeroing = self._zeroing
         array = self.data
+        if mode == "r":  # reading leaves the zeros requested, as nnabla's
+            self._zeroing = zeroing
         if dtype is not None and np.dtype(dtype) != self._dtype:
             array = array.astype(dtype)
         if mode == "r" and self._xp is np:
@@ -199,6 +204,7 @@ class NdArray:
         """Point this handle at ``array`` (no copy): used by the graph and flat storage."""
         self._array = array
         self._freed_by = ""
+        self._zeroing = False
 
     def take(self, array, producer: object) -> None:
         """Bind a function's result (no copy where the type agrees; ``producer``
@@ -211,10 +217,12 @@ class NdArray:
             array = np.asarray(array)
         self._array = array if array.dtype == self._dtype else array.astype(self._dtype)
         self._freed_by = ""
+        self._zeroing = False
 
     def accumulate(self, array) -> None:
         """Add ``array`` into this array (a copy of it if none is allocated yet):
         how leaf gradients gather across uses and backward calls."""
+        self._zeroing = False
         if self._array is None:
             self._array = array.astype(self._dtype, copy=True).reshape(self._shape)
             self._freed_by = ""
@@ -276,8 +284,15 @@ class NdArray:
         return self._array is not None
 
     def zero(self) -> None:
-        """Set every element to 0."""
+        """Set every element to 0; ``zeroing`` says so until the values are next used."""
         self.fill(0)
+        self._zeroing = True
+
+    @property
+    def zeroing(self) -> bool:
+        """Whether ``zero()`` was the last thing done to the values (reading them with
+        ``get_data("r")`` aside), as nnabla's flag."""
+        return self._zeroing
 
     def fill(self, value: float) -> None:
         """Set every element to ``value``."""

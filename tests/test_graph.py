@@ -455,3 +455,25 @@ def test_ndarray_view_shares_memory_in_another_shape():
     np.testing.assert_array_equal(a.data, [0, 1, 2, 100, 4, 5])
     with pytest.raises(DpnbError, match=r"view: shape \(4,\) holds 4 elements"):
         a.view((4,))
+
+
+def test_ndarray_zeroing_lasts_until_the_values_are_used():
+    # the sequence nnabla 1.39's test_nd_array_narrow_zeroing checks on the real nnabla
+    a = nn.NdArray(3)
+    assert not a.zeroing
+    a.zero()
+    assert a.zeroing
+    a.get_data("r")
+    assert a.zeroing
+    for use in (lambda: a.fill(3), lambda: a.cast(np.float16), lambda: a.get_data("rw"),
+                lambda: a.data):
+        a.zero()
+        use()
+        assert not a.zeroing
+    x = nn.Variable.from_numpy_array(np.array([1.0, 2.0]), need_grad=True)
+    y = F.sin(x)
+    y.forward()
+    x.grad.zero()
+    y.backward()
+    assert not x.grad.zeroing
+    np.testing.assert_allclose(x.g, np.cos([1.0, 2.0]))
