@@ -22,7 +22,7 @@ import dataclasses
 import math
 import os
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from numbers import Real
 from types import ModuleType
 
@@ -32,7 +32,7 @@ from .context import array_module_of, to_module, with_current_context
 from .errors import DpnbError
 from .fileio import file_format
 from .graph import Variable
-from .proto import state_files
+from .proto import nnabla_pb2, state_files
 from .storage import Run, contiguous_runs
 
 # Elements per slice of a CPU update: five float32 arrays of it (parameters, gradients,
@@ -53,6 +53,7 @@ __all__ = ["Solver", "SolverState", "Sgd", "Momentum", "Nesterov", "Adam", "Adam
            "Lars", "Lion", "RMSpropGraves", "SgdW", "solver_api"]
 
 solver_api = with_current_context  # nnabla's name for it in nnabla.solvers
+Hook = Callable[[], object] | None  # a solver hook: called with no arguments
 
 
 class SolverState:
@@ -130,6 +131,21 @@ class _RunState:
     parts: list[_Part]
     spare: object = None
     wide: tuple | None = None
+
+    def parameter(self, index: int) -> "_RunState":
+        """The ``index``-th parameter alone, as a run of its own sharing this run's
+        arrays and step count (to work on one parameter at a time)."""
+        if len(self.names) == 1:
+            return self
+        offset, size = self.run.offsets[index], self.sizes[index]
+        stretch = slice(offset, offset + size)
+        run = Run([self.run.variables[index]], [0], self.run.storage, self.run.start + offset)
+        step = CPU_SLICE if self.xp is np else max(size, 1)
+        return _RunState(run, [self.names[index]], self.xp,
+                         {key: array[stretch] for key, array in self.state.items()}, self.t,
+                         self.scratch[stretch], self.xp.zeros(1, dtype=np.intp), (size,),
+                         _parts([0], size, self.xp, step),
+                         None if self.spare is None else self.spare[stretch], self.wide)
 
     def slices(self) -> list[tuple[str, slice]]:
         """Each parameter's name and its stretch of the run's flat arrays."""
@@ -228,10 +244,6 @@ class Solver:
                 raise DpnbError(f"set_parameters expects nn.Variable values, but {name!r} is a "
                                 f"{type(value).__name__}; pass nn.get_parameters(), or wrap "
                                 "arrays with nn.Variable.from_numpy_array(array, need_grad=True)")
-        if reset and not param_dict:
-            raise DpnbError("set_parameters got no parameters; build the network (which creates "
-                            "them) before solver.set_parameters(nn.get_parameters()), and check "
-                            "that it is called in the right parameter_scope")
         kept = {} if reset else self._states_by_name()
         params = OrderedDict() if reset else OrderedDict(self._params)
         for name, value in param_dict.items():
@@ -311,23 +323,50 @@ class Solver:
                             "solver.set_parameters(nn.get_parameters()) after building the network")
         return self._runs
 
+    def _apply(self, action: Callable[[_RunState], object], pre_hook: Hook = None,
+               post_hook: Hook = None, labels: tuple[str, str] = ("pre_hook", "post_hook")
+               ) -> bool:
+        """Call ``action`` on each run; with hooks, on each parameter alone, between
+        ``pre_hook()`` and ``post_hook()``, as nnabla calls them once per parameter.
+        Stop after the first true result of ``action`` and return True, else False.
+        ``labels`` are the hooks' argument names, for errors."""
+        hooked = False
+        for label, hook in zip(labels, (pre_hook, post_hook)):
+            if hook is not None and not callable(hook):
+                raise DpnbError(f"{self.name}: {label} must be a callable taking no arguments "
+                                f"(or None), got {hook!r}")
+            hooked = hooked or hook is not None
+        for rs in self._runs:
+            for target in (rs.parameter(i) for i in range(len(rs.names))) if hooked else (rs,):
+                if pre_hook is not None:
+                    pre_hook()
+                found = action(target)
+                if post_hook is not None:
+                    post_hook()
+                if found:
+                    return True
+        return False
+
     # -- gradients and updates ---------------------------------------------
     def zero_grad(self) -> None:
         """Set every registered gradient to zero (they accumulate across backward calls)."""
-        for rs in self._require_runs():
+        for rs in self._runs:
             rs.run.grad().fill(0)
 
-    def update(self) -> None:
-        """Apply the update rule to every registered parameter, from its gradient.
+    def update(self, update_pre_hook: Hook = None, update_post_hook: Hook = None) -> None:
+        """Apply the update rule to every registered parameter, from its gradient;
+        ``update_pre_hook()`` and ``update_post_hook()`` are called before and after each
+        parameter's update (which then runs one parameter at a time).
 
         On the CPU a run is updated in slices of ``CPU_SLICE`` elements, so that
         the update's passes over parameters, gradients, states and scratch stay
         in cache; on a GPU each run is one pass of kernels.  A decay rate set by
         ``weight_decay`` for a fused solver lasts for this update only."""
         try:
-            for rs in self._require_runs():
+            for rs in self._runs:
                 rs.t += 1
-                self._update_run_state(rs)
+            self._apply(self._update_run_state, update_pre_hook, update_post_hook,
+                        ("update_pre_hook", "update_post_hook"))
         finally:
             self._next_decay = None
 
@@ -351,19 +390,22 @@ class Solver:
         (which applies it its own way) instead of adding to the gradients."""
         return self._fused_decay
 
-    def weight_decay(self, decay_rate: float) -> None:
-        """Add ``decay_rate * w`` to each gradient (L2 regularisation), before ``update``;
-        in a fused solver, set the decay rate of the next ``update`` instead."""
-        runs = self._require_runs()
+    def weight_decay(self, decay_rate: float, pre_hook: Hook = None, post_hook: Hook = None
+                     ) -> None:
+        """Add ``decay_rate * w`` to each gradient (L2 regularisation), before ``update``,
+        calling the hooks around each parameter's; in a fused solver, set the decay
+        rate of the next ``update`` instead (no hooks are called, as in nnabla)."""
         decay_rate = self._number("weight_decay", "decay_rate", decay_rate)
         if self.weight_decay_is_fused():
             self._next_decay = decay_rate
             return
         if decay_rate == 0:
             return
-        for rs in runs:  # in the arithmetic type: decay * w may underflow float16
+
+        def decay(rs: _RunState) -> None:  # in the arithmetic type: decay * w may underflow float16
             g = rs.run.grad()
             g += rs.xp.multiply(rs.run.data(), decay_rate, out=rs.scratch, dtype=rs.scratch.dtype)
+        self._apply(decay, pre_hook, post_hook)
 
     def _decay_rate(self) -> float:
         """The decay rate a fused solver applies in this update."""
@@ -381,36 +423,45 @@ class Solver:
                             f"({type(value).__name__})")
         return float(value)
 
-    def scale_grad(self, scale: float) -> None:
+    def scale_grad(self, scale: float, pre_hook: Hook = None, post_hook: Hook = None) -> None:
         """Multiply every registered gradient by ``scale`` (e.g. to undo loss scaling),
-        in the arithmetic type: a small scale is not rounded to float16 first."""
+        in the arithmetic type: a small scale is not rounded to float16 first; the hooks
+        are called around each parameter's."""
         scale = self._number("scale_grad", "scale", scale)
-        for rs in self._require_runs():
+
+        def rescale(rs: _RunState) -> None:
             g = rs.run.grad()
             rs.xp.multiply(g, scale, out=g, dtype=rs.scratch.dtype)
+        self._apply(rescale, pre_hook, post_hook)
 
-    def clip_grad_by_norm(self, clip_norm: float) -> None:
+    def clip_grad_by_norm(self, clip_norm: float, pre_hook: Hook = None, post_hook: Hook = None
+                          ) -> None:
         """Scale each parameter's gradient to an L2 norm of at most ``clip_norm``:
-        ``g <- clip_norm * g / max(clip_norm, ||g||)``, norms taken per parameter."""
+        ``g <- clip_norm * g / max(clip_norm, ||g||)``, norms taken per parameter; the
+        hooks are called around each parameter's."""
         if not clip_norm > 0:
             raise DpnbError(f"clip_grad_by_norm expects clip_norm > 0, got {clip_norm}")
-        for rs in self._require_runs():  # squares in the arithmetic type: float16 ones overflow
+
+        def clip(rs: _RunState) -> None:  # squares in the arithmetic type: float16 ones overflow
             xp, g = rs.xp, rs.run.grad()
             squares = xp.multiply(g, g, out=rs.scratch, dtype=rs.scratch.dtype)
             norms = xp.sqrt(xp.add.reduceat(squares, rs.offsets))
             g *= xp.repeat(clip_norm / xp.maximum(norms, clip_norm), rs.sizes)
+        self._apply(clip, pre_hook, post_hook)
 
-    def check_inf_or_nan_grad(self) -> bool:
-        """Whether any registered gradient holds NaN or infinity (to skip a bad step)."""
-        return any(not bool(rs.xp.isfinite(rs.run.grad()).all()) for rs in self._require_runs())
+    def check_inf_or_nan_grad(self, pre_hook: Hook = None, post_hook: Hook = None) -> bool:
+        """Whether any registered gradient holds NaN or infinity (to skip a bad step);
+        with hooks, they are called around each parameter's check up to the first found."""
+        return self._apply(lambda rs: not bool(rs.xp.isfinite(rs.run.grad()).all()),
+                           pre_hook, post_hook)
 
-    def check_inf_grad(self) -> bool:
-        """Whether any registered gradient holds an infinity."""
-        return any(bool(rs.xp.isinf(rs.run.grad()).any()) for rs in self._require_runs())
+    def check_inf_grad(self, pre_hook: Hook = None, post_hook: Hook = None) -> bool:
+        """Whether any registered gradient holds an infinity (hooks as ``check_inf_or_nan_grad``)."""
+        return self._apply(lambda rs: bool(rs.xp.isinf(rs.run.grad()).any()), pre_hook, post_hook)
 
-    def check_nan_grad(self) -> bool:
-        """Whether any registered gradient holds a NaN."""
-        return any(bool(rs.xp.isnan(rs.run.grad()).any()) for rs in self._require_runs())
+    def check_nan_grad(self, pre_hook: Hook = None, post_hook: Hook = None) -> bool:
+        """Whether any registered gradient holds a NaN (hooks as ``check_inf_or_nan_grad``)."""
+        return self._apply(lambda rs: bool(rs.xp.isnan(rs.run.grad()).any()), pre_hook, post_hook)
 
     def setup(self, params) -> None:
         """Removed from nnabla (it raises there too): ``set_parameters`` replaces it."""
@@ -441,18 +492,20 @@ class Solver:
             for name, arrays, t in self._host_states())
 
     def set_states(self, states: Mapping[str, SolverState]) -> None:
-        """Replace the state of every registered parameter (states as from ``get_states``)."""
-        runs = self._require_runs()
-        expected = [name for rs in runs for name in rs.names]
+        """Set the states of the registered parameters that ``states`` names (states as
+        from ``get_states``); the others keep theirs, as in nnabla.  Parameters with
+        different step counts ``t`` are updated apart from then on."""
         unknown = [name for name in states if name not in self._params]
-        missing = [name for name in expected if name not in states]
-        if unknown or missing:
+        if unknown:
             raise DpnbError(f"the states do not fit this {self.name} solver: states for "
-                            f"parameters it does not have: [{_some(unknown)}]; no states for: "
-                            f"[{_some(missing)}]; register the same parameters before setting "
-                            "their states")
-        for name in expected:
-            pstate, shape = states[name].pstate, self._params[name].shape
+                            f"parameters it does not have: [{_some(unknown)}] (it has "
+                            f"[{_some(list(self._params))}]); register the same parameters "
+                            "before setting their states")
+        kept = self._states_by_name()
+        for name, state in states.items():
+            pstate, shape = state.pstate, self._params[name].shape
+            if name not in kept:  # an empty parameter: no state to keep
+                continue
             if sorted(pstate) != sorted(self._state_names):
                 raise DpnbError(f"the state of {name!r} has entries {sorted(pstate)}, but "
                                 f"{self.name} keeps {sorted(self._state_names)}; it was made by "
@@ -462,17 +515,37 @@ class Solver:
                     raise DpnbError(f"state {name}/{key} has shape {tuple(value.shape)}, but "
                                     f"parameter {name!r} has shape {shape}; the states belong to "
                                     "a different network")
-        for rs in runs:
-            steps = {name: int(states[name].t) for name in rs.names}
-            if len(set(steps.values())) > 1:
-                raise DpnbError(f"the step counts t {steps} differ among parameters that this "
-                                "solver updates together; save and load the states of one "
-                                "solver's parameters as a whole")
-        for rs in runs:
-            rs.t = int(states[rs.names[0]].t)
-            for name, stretch in rs.slices():
-                for key, value in states[name].pstate.items():
-                    rs.state[key][stretch] = to_module(value.d, rs.xp).reshape(-1)
+            kept[name] = ({key: value.d.reshape(-1) for key, value in pstate.items()},
+                          int(state.t))
+        self._rebuild(self._params, kept)
+
+    def set_states_to_protobuf(self, optimizer) -> None:
+        """Write every parameter's states into the ``Optimizer`` message ``optimizer``
+        (``nnabla.utils.nnabla_pb2``) under ``solver.states``, replacing entries of the
+        same parameters and keeping the rest, as nnabla's save does."""
+        state_files.write_optimizer(self._optimizer_message(optimizer, "set_states_to_protobuf"),
+                                    OrderedDict((name, (arrays, t))
+                                                for name, arrays, t in self._host_states()))
+
+    def set_states_from_protobuf(self, optimizer_proto) -> None:
+        """Set the states that the ``Optimizer`` message ``optimizer_proto`` holds in
+        ``solver.states`` (as ``set_states`` does: others keep theirs)."""
+        message = self._optimizer_message(optimizer_proto, "set_states_from_protobuf")
+        _, states = state_files.read_optimizer(
+            message, f"the Optimizer message {message.name!r}")
+        self.set_states(OrderedDict(
+            (name, _solver_state({key: Variable.from_numpy_array(array)
+                                  for key, array in arrays.items()}, t))
+            for name, (arrays, t) in states.items()))
+
+    def _optimizer_message(self, optimizer, method: str):
+        """``optimizer`` if it is an ``Optimizer`` message, else an error saying so."""
+        if not isinstance(optimizer, nnabla_pb2.Optimizer):
+            raise DpnbError(f"{self.name}.{method} expects an Optimizer message of "
+                            f"nnabla.utils.nnabla_pb2 (a network file's optimizer), got "
+                            f"{type(optimizer).__name__}; for a state file use save_states or "
+                            "load_states")
+        return optimizer
 
     def save_states(self, path: str | os.PathLike) -> None:
         """Write every parameter's states and ``t`` to ``path`` atomically, in the format

@@ -63,29 +63,37 @@ def _read_h5(f) -> tuple[str | None, States]:
     return (None if solver_type is None else str(solver_type)), states
 
 
-def _to_optimizer(solver_type: str, states: States) -> nnabla_pb2.Optimizer:
-    """The states as nnabla's ``Optimizer`` message."""
-    opt = nnabla_pb2.Optimizer()
-    opt.solver.type = solver_type
+def write_optimizer(opt: nnabla_pb2.Optimizer, states: States) -> None:
+    """Put ``states`` into ``opt.solver.states``, replacing the entries of the same
+    parameters and keeping the others, as nnabla's ``set_states_to_protobuf`` does."""
     for name, (arrays, t) in states.items():
         state = opt.solver.states[name]
+        state.Clear()
         state.t = int(t)
         for key, array in arrays.items():
             entry = state.state_parameter[key]
             entry.shape.dim.extend(int(d) for d in np.shape(array))
             entry.data.extend(np.asarray(array, dtype=np.float32).ravel().tolist())
+
+
+def _to_optimizer(solver_type: str, states: States) -> nnabla_pb2.Optimizer:
+    """The states as nnabla's ``Optimizer`` message."""
+    opt = nnabla_pb2.Optimizer()
+    opt.solver.type = solver_type
+    write_optimizer(opt, states)
     return opt
 
 
-def _from_optimizer(opt: nnabla_pb2.Optimizer, source) -> tuple[str | None, States]:
-    """(solver type or None, states) of an ``Optimizer`` message."""
+def read_optimizer(opt: nnabla_pb2.Optimizer, where: str) -> tuple[str | None, States]:
+    """(solver type or None, states) of an ``Optimizer`` message; errors name it as
+    ``where`` says (a file, or the message)."""
     states: States = OrderedDict()
     for name, state in opt.solver.states.items():
         arrays = {}
         for key, entry in state.state_parameter.items():
             shape = tuple(entry.shape.dim)
             if len(entry.data) != int(np.prod(shape, dtype=np.int64)):
-                raise DpnbError(f"{WHAT} file {describe(source)} (.protobuf) has {len(entry.data)} "
+                raise DpnbError(f"{where} has {len(entry.data)} "
                                 f"values for {name}/{key} of shape {shape}: it is truncated or "
                                 "damaged; save it again")
             arrays[key] = np.array(entry.data, dtype=np.float32).reshape(shape)
@@ -138,7 +146,8 @@ def load(path, fmt: str) -> tuple[str | None, States]:
         elif fmt == ".protobuf":
             with open(path, "rb") as f:
                 opt = nnabla_pb2.Optimizer.FromString(f.read())
-            solver_type, states = _from_optimizer(opt, path)
+            solver_type, states = read_optimizer(
+                opt, f"{WHAT} file {describe(path)} (.protobuf)")
         else:
             solver_type, states = _read_npz(path)
     except DpnbError:
