@@ -3,6 +3,7 @@
     python tests/nnabla_suite.py            # the quick subset: 2 parametrizations a test
     python tests/nnabla_suite.py --full     # every parametrization (about 30,000 tests)
     python tests/nnabla_suite.py function/test_abs.py test_graph.py   # these files only
+    python tests/nnabla_suite.py --communicator   # communicator/, under mpiexec -n 2
 
 The suite is copied to a temporary folder (CI gets it read-only, and some tests write
 beside themselves) and run by pytest in a subprocess with ``nnabla_suite_plugin``, which
@@ -12,7 +13,13 @@ node ids of nnabla's own results file (``nnabla-1.39.0-first2-results.tsv`` or
 family: the ones dpnb has not built yet (binary, quantized, ... each has an issue of
 its own) and double backward are counted apart from the rest ("core").
 
-The report gives, per file, the tests run, passed, failed, and the commonest reasons."""
+The report gives, per file, the tests run, passed, failed, and the commonest reasons.
+
+``--communicator`` runs ``communicator/test_*.py`` (or the given files there) on 2 MPI
+ranks with the suite's ``--test-communicator``; nnabla has no results for them on the CPU,
+so every test collected counts, and a test passes only where it passes on every rank.
+Its report gives, per file, the tests collected, passed, failed and skipped, and each
+skip's reason."""
 from __future__ import annotations
 
 import argparse
@@ -52,8 +59,10 @@ DOUBLE_BACKWARD = r"_double_backward|^test_grad\.py"
 # suite's README counts them as not applicable, since dpnb needs NumPy 2.
 NUMPY1_ONLY = (r"^function/test_transpose\.py::test_transpose_forward_backward\b"
                r"|^function/test_scatter_add\.py::test_forward_backward")
-SEVERITY = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+SEVERITY = {"passed": 0, "skipped": 1, "failed": 2, "error": 3, "not run": 4}
 CONFTEST_FAILED = 4  # pytest's exit status when a conftest cannot be imported
+COMMUNICATOR = "communicator"  # the folder of the tests that run under mpiexec
+COMMUNICATOR_RANKS = 2
 
 
 def family(nodeid: str) -> str:
@@ -147,18 +156,27 @@ def _last_error(log: str) -> str:
     return errors[-1][:300] if errors else log.strip()[-300:]
 
 
-def run(selection: str = "quick", files: list[str] | None = None,
-        workdir: Path | None = None, timeout: float = 3600) -> Results:
-    """Run nnabla's tests of ``selection`` (those in ``files`` only, where given) on dpnb."""
+def _environment() -> dict[str, str]:
+    """The tests' environment: the plugin importable, one BLAS thread a process."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def _require_suite() -> None:
     if not (SUITE / "python" / "test").is_dir():
         raise FileNotFoundError(f"nnabla's test suite is not at {SUITE}; set DPNB_NNABLA_TESTS "
                                 "to the folder holding python/test and the results files")
+
+
+def run(selection: str = "quick", files: list[str] | None = None,
+        workdir: Path | None = None, timeout: float = 3600) -> Results:
+    """Run nnabla's tests of ``selection`` (those in ``files`` only, where given) on dpnb."""
+    _require_suite()
     expected = [nodeid for nodeid, outcome in nnabla_outcomes(selection).items()
                 if outcome == "passed" and (not files or nodeid.split("::")[0] in files)]
     paths = sorted({nodeid.split("::")[0] for nodeid in expected})
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-        "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    env = _environment()
     start = time.monotonic()
     logs, unrecorded = [], {}
     with tempfile.TemporaryDirectory(prefix="dpnb-nnabla-suite-", dir=workdir) as tmp:
@@ -200,16 +218,111 @@ def run(selection: str = "quick", files: list[str] | None = None,
     return Results(results, time.monotonic() - start, "\n".join(logs)[-3000:])
 
 
+def run_communicator(files: list[str] | None = None, workdir: Path | None = None,
+                     timeout: float = 600) -> Results:
+    """Run nnabla's communicator tests (``files`` under communicator/, or all) on
+    ``COMMUNICATOR_RANKS`` MPI ranks; every test collected counts, and its outcome is the
+    worst of its ranks' (passed only where every rank passed)."""
+    from dpnb.testing import run_ranks
+
+    _require_suite()
+    outside = [f for f in files or [] if group(f) != COMMUNICATOR]
+    if outside:
+        raise ValueError(f"--communicator runs the tests under {COMMUNICATOR}/ only; "
+                         f"got {outside}")
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="dpnb-nnabla-suite-", dir=workdir) as tmp:
+        tests = writable_copy(SUITE / "python" / "test", Path(tmp) / "test")
+        outcomes = Path(tmp) / "outcomes.jsonl"
+        # -wdir (MPICH's and Open MPI's): the ranks run in the copy, as the quick subset does
+        command = ["-wdir", str(tests), sys.executable, "-m", "pytest", "-p",
+                   "nnabla_suite_plugin", "--dpnb-communicator", "--dpnb-outcomes", str(outcomes),
+                   "--test-communicator", "-p", "no:cacheprovider", "-q", "--no-header", "-rN",
+                   "--tb=short", "--continue-on-collection-errors", "--timeout",
+                   str(TIMEOUT_PER_TEST),
+                   "--rootdir", str(tests), *(files or [COMMUNICATOR])]
+        env = _environment()
+        env.setdefault("DPNB_COMM_TIMEOUT", str(TIMEOUT_PER_TEST // 2))
+        ran = run_ranks(COMMUNICATOR_RANKS, command, timeout=timeout, env=env)
+        per_rank = [_rank_records(outcomes.with_name(f"{outcomes.name}.rank{rank}"))
+                    for rank in range(COMMUNICATOR_RANKS)]
+    stopped = _last_error(ran.output) if ran.returncode not in (0, 1) else ""
+    nodeids = list(dict.fromkeys(n for records in per_rank for n in records))
+    results = []
+    for nodeid in nodeids:
+        found = [(rank, records.get(nodeid) or records.get(nodeid.split("::")[0]))
+                 for rank, records in enumerate(per_rank)]
+        rank, worst = max(found, key=lambda f: SEVERITY[f[1].outcome] if f[1] else 5)
+        if worst is None:
+            results.append(Outcome(nodeid, "not run", f"rank {rank}: {ran.ending}; {stopped}"))
+        elif worst.outcome == "passed":
+            results.append(Outcome(nodeid, "passed"))
+        else:
+            results.append(Outcome(nodeid, worst.outcome, f"rank {rank}: {worst.reason}"))
+    if not nodeids:
+        results.append(Outcome(COMMUNICATOR, "not run", f"{ran.ending}; {stopped}"))
+    return Results(results, time.monotonic() - start, ran.output[-3000:])
+
+
+def _rank_records(path: Path) -> dict[str, Outcome | None]:
+    """One rank's outcomes by node id (its tests collected first, None until recorded);
+    a test recorded more than once keeps its worst outcome."""
+    records: dict[str, Outcome | None] = {}
+    lines = path.read_text().splitlines() if path.exists() else []
+    for record in map(json.loads, lines):
+        if record["outcome"] == "collected":
+            records.setdefault(record["nodeid"], None)
+            continue
+        old = records.get(record["nodeid"])
+        if old is None or SEVERITY[record["outcome"]] > SEVERITY[old.outcome]:
+            records[record["nodeid"]] = Outcome(record["nodeid"], record["outcome"],
+                                                record["reason"])
+    return records
+
+
+def communicator_report(results: Results) -> str:
+    """Per file: tests collected, passed, failed (errors and tests not run included) and
+    skipped; each failure's commonest reasons, and every skip's reason."""
+    lines = [f"nnabla's communicator tests on {COMMUNICATOR_RANKS} MPI ranks, on dpnb "
+             f"({results.seconds:.0f} s):",
+             f"{'file':60s} {'tests':>6s} {'passed':>6s} {'failed':>6s} {'skipped':>7s}"]
+    by_file: dict[str, list[Outcome]] = {}
+    for o in results.outcomes:
+        by_file.setdefault(o.file, []).append(o)
+    for name, group_ in sorted(by_file.items()):
+        counts = Counter(o.outcome for o in group_)
+        lines.append(f"{name:60s} {len(group_):6d} {counts['passed']:6d} "
+                     f"{len(group_) - counts['passed'] - counts['skipped']:6d} "
+                     f"{counts['skipped']:7d}")
+        failed = Counter(o.reason or o.outcome for o in group_
+                         if o.outcome not in ("passed", "skipped"))
+        for reason, count in failed.most_common(3):
+            lines.append(f"      {count:4d} x {reason[:150]}")
+        for reason, count in Counter(o.reason for o in group_ if o.outcome == "skipped").items():
+            lines.append(f"      {count:4d} x skipped: {reason[:150]}")
+    counts = Counter(o.outcome for o in results.outcomes)
+    lines.append(f"{'total':60s} {len(results.outcomes):6d} {counts['passed']:6d} "
+                 f"{len(results.outcomes) - counts['passed'] - counts['skipped']:6d} "
+                 f"{counts['skipped']:7d}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("files", nargs="*", help="test files relative to python/test (all in "
                                                  "scope if none)")
     parser.add_argument("--full", action="store_true", help="every parametrization, not the "
                                                             "first two of each test")
+    parser.add_argument("--communicator", action="store_true",
+                        help=f"the tests under {COMMUNICATOR}/ on {COMMUNICATOR_RANKS} MPI ranks")
     parser.add_argument("--json", help="write every outcome to this file")
     args = parser.parse_args(argv)
-    results = run("full" if args.full else "quick", args.files, timeout=6 * 3600)
-    print(results.report())
+    if args.communicator:
+        results = run_communicator(args.files, timeout=3600)
+        print(communicator_report(results))
+    else:
+        results = run("full" if args.full else "quick", args.files, timeout=6 * 3600)
+        print(results.report())
     if args.json:
         Path(args.json).write_text(json.dumps([o.__dict__ for o in results.outcomes], indent=1))
     return 0

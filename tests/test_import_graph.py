@@ -26,7 +26,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "dpnb"
 
 LAYERS = {
-    "core": ["context", "ndarray", "graph", "storage", "parameter", "errors", "random", "fileio", "config",
+    "core": ["context", "ndarray", "graph", "storage", "parameter", "errors", "random", "fileio", "config", "contrib",
              "proto", "logger", "monitor", "ext_utils", "extensions", "nnabla_alias", "data", "dtypes",
              "utils", "utils.data_source", "utils.data_source_implements",
              "utils.data_source_loader", "utils.data_iterator", "utils.image_utils",
@@ -35,6 +35,7 @@ LAYERS = {
                   "solvers", "solver",
                   "initializer", "models", "utils.function_specs", "utils.converter",
                   "utils.nnp_graph", "utils.save", "utils.load", "utils.load_function", "utils.rnn",
+                  "utils.inspection", "utils.profiler",
                   "core"],
     "communicators": ["communicators", "utils.communicator_util"],
     "cluster": ["cluster"],

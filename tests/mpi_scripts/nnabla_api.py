@@ -1,0 +1,66 @@
+"""Run under mpiexec with 2 ranks: what dpnb adds for nnabla's own communicator tests,
+against NumPy references in float64.
+
+``layouts``: F.sync_batch_normalization with channels first and channels last gives
+the same gamma and beta gradients to float64 round-off (nnabla's layout-consistency
+test, smaller), and the gamma gradient of a weighted loss matches the float64 value."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+import dpnb as nn
+import dpnb.communicators as C
+import dpnb.functions as F
+from dpnb.ext_utils import get_extension_context
+from dpnb.testing import Checks, guarded, rank_data
+
+SHAPE = (16, 8, 32, 32)  # a rank's batch, channels first: 16384 values a channel a rank
+LAST = (0, 2, 3, 1)      # its channels-last transposition
+
+
+def sync_bn_grads(comm, x: np.ndarray, w: np.ndarray, axis: int) -> tuple:
+    """Beta's and gamma's gradients (this rank's share) of ``sum(y * w)``."""
+    shape = [1] * x.ndim
+    shape[axis] = x.shape[axis]
+    vx = nn.Variable.from_numpy_array(x)
+    beta = nn.Variable.from_numpy_array(np.zeros(shape, np.float32), need_grad=True)
+    gamma = nn.Variable.from_numpy_array(np.ones(shape, np.float32), need_grad=True)
+    y = F.sync_batch_normalization(vx, beta, gamma, None, None, comm, axes=[axis])
+    loss = F.sum(y * nn.Variable.from_numpy_array(w))
+    loss.forward()
+    beta.grad.zero()
+    gamma.grad.zero()
+    loss.backward()
+    return beta.g.ravel().copy(), gamma.g.ravel().copy()
+
+
+def check_layouts(comm, ok: Checks) -> None:
+    xs = [rank_data(r, 1, SHAPE) for r in range(comm.size)]
+    x, ones = xs[comm.rank], np.ones(SHAPE, np.float32)
+    first = sync_bn_grads(comm, x, ones, 1)
+    last = sync_bn_grads(comm, np.ascontiguousarray(x.transpose(LAST)), ones.transpose(LAST), 3)
+    for name, f, la in zip(("beta", "gamma"), first, last):
+        ok.close(la, f, f"{name} grad, channels last against first", tol=1e-6)
+    w = rank_data(comm.rank, 2, SHAPE)
+    _, gamma = sync_bn_grads(comm, x, w, 1)
+    whole = np.concatenate(xs).astype(np.float64)
+    mean = whole.mean(axis=(0, 2, 3), keepdims=True)
+    inv_std = 1 / np.sqrt(whole.var(axis=(0, 2, 3), keepdims=True) + 1e-5)
+    expected = (w * (x - mean) * inv_std).sum(axis=(0, 2, 3))
+    ok.close(gamma, expected.astype(np.float32), "gamma grad of a weighted loss against float64",
+             tol=1e-6, relative=True)
+
+
+def main(mode: str) -> None:
+    comm = C.MultiProcessCommunicator(get_extension_context("cpu"))
+    comm.init()
+    ok = Checks(comm.rank)
+    {"layouts": check_layouts}[mode](comm, ok)
+    comm.barrier()
+    ok.finish()
+
+
+if __name__ == "__main__":
+    guarded(lambda: main(sys.argv[1]))
