@@ -43,7 +43,9 @@ _LAZY = {"start": "dpnb.cluster", "current": "dpnb.cluster", "Cluster": "dpnb.cl
          "load_ipython_extension": "dpnb.notebook", "set_language": "dpnb.cluster.words",
          "use_as_nnabla": "dpnb.nnabla_alias", "TrainingState": "dpnb.cluster.training_state",
          "Module": "dpnb.core.module", "Sequential": "dpnb.core.sequential",
-         "ProtoVariable": "dpnb.core.graph_def", "graph_def": "dpnb.core"}
+         "ProtoVariable": "dpnb.core.graph_def", "graph_def": "dpnb.core",
+         **dict.fromkeys(("set_solver_pre_hook", "set_solver_post_hook", "unset_solver_pre_hook",
+                          "unset_solver_post_hook"), "dpnb.solvers")}
 # Submodules that nnabla programs reach as attributes of the package after a bare
 # `import nnabla` (nn.solver.Solver, nn.initializer.NormalInitializer ...), imported on first use.
 _SUBMODULES = ("communicators", "ext_utils", "function_bases", "initializer", "monitor",

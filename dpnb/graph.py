@@ -24,6 +24,7 @@ import numpy as np
 
 from .context import Context, array_module_of, get_current_context, to_module
 from .errors import DpnbError
+from .hooks import HookRegistry
 from .ndarray import NdArray
 
 logger = logging.getLogger(__name__)
@@ -38,8 +39,9 @@ _epoch = 0  # bumped whenever a graph is reshaped or rewired: plans made before 
 # a function called on one goes to the type's recorder instead of into a graph.
 _recorders: dict[type, Callable[["Function", tuple], object]] = {}
 _serial = itertools.count()  # creation order of functions, for function_references
-# Hooks every function's forward and backward calls, by key (set_function_pre_hook ...).
-_global_hooks: dict[str, dict[str, Hook]] = {"pre": {}, "post": {}}
+# Hooks every function's forward and backward calls (set_function_pre_hook ...).
+_function_pre_hooks = HookRegistry("function_pre_hook")
+_function_post_hooks = HookRegistry("function_post_hook")
 
 
 def get_auto_forward() -> bool:
@@ -125,44 +127,23 @@ def is_recorded(x) -> bool:
 def set_function_pre_hook(key: str, hook: Hook) -> None:
     """Call ``hook(function)`` just before every function's forward and backward, in every
     pass and eager call, until ``unset_function_pre_hook(key)``."""
-    _global_hooks["pre"][key] = hook
+    _function_pre_hooks.set(key, hook)
 
 
 def set_function_post_hook(key: str, hook: Hook) -> None:
     """Call ``hook(function)`` just after every function's forward and backward, until
     ``unset_function_post_hook(key)``."""
-    _global_hooks["post"][key] = hook
+    _function_post_hooks.set(key, hook)
 
 
 def unset_function_pre_hook(key: str) -> None:
     """Remove the hook ``set_function_pre_hook`` registered under ``key``."""
-    _unset_hook("pre", key)
+    _function_pre_hooks.unset(key)
 
 
 def unset_function_post_hook(key: str) -> None:
     """Remove the hook ``set_function_post_hook`` registered under ``key``."""
-    _unset_hook("post", key)
-
-
-def _unset_hook(when: str, key: str) -> None:
-    if key not in _global_hooks[when]:
-        raise DpnbError(f"unset_function_{when}_hook: no hook is set under {key!r}; set ones: "
-                        f"{sorted(_global_hooks[when]) or 'none'}")
-    del _global_hooks[when][key]
-
-
-def _hooks(when: str, hook: Hook | None) -> Hook | None:
-    """The global ``when`` hooks, then ``hook`` (a pass's own), as one; None if none."""
-    if not _global_hooks[when]:
-        return hook
-    hooks = [*_global_hooks[when].values(), *([hook] if hook is not None else [])]
-    if len(hooks) < 2:
-        return hooks[0] if hooks else None
-
-    def call_all(fn: "Function") -> None:
-        for h in hooks:
-            h(fn)
-    return call_all
+    _function_post_hooks.unset(key)
 
 
 def set_global_recompute(recompute: bool) -> None:
@@ -514,7 +495,8 @@ class Variable:
         backward will not read either.  The hooks are called with each function
         just before and just after it runs."""
         self._plan().forward([self], clear_buffer, clear_no_need_grad,
-                             _hooks("pre", function_pre_hook), _hooks("post", function_post_hook))
+                             _function_pre_hooks.chained(function_pre_hook),
+                             _function_post_hooks.chained(function_post_hook))
 
     def backward(self, grad=1, clear_buffer: bool = False, communicator_callbacks=None,
                  function_pre_hook: Hook | None = None,
@@ -539,8 +521,8 @@ class Variable:
         # (None: this variable's gradient; an NdArray) stays.
         made_seed = not (grad is None or isinstance(grad, NdArray))
         self._plan().backward(self, self._seed(grad), clear_buffer, callbacks,
-                              _hooks("pre", function_pre_hook), _hooks("post", function_post_hook),
-                              made_seed)
+                              _function_pre_hooks.chained(function_pre_hook),
+                              _function_post_hooks.chained(function_post_hook), made_seed)
 
     def _seed(self, grad):
         """The gradient backward starts from, as an array of this variable's shape and type."""
@@ -580,7 +562,8 @@ def forward_all(variables: Sequence[Variable], clear_buffer: bool = False,
         if not isinstance(v, Variable):
             raise DpnbError(f"forward_all: item {i} must be an nn.Variable, got {type(v).__name__}")
     _Schedule(roots).forward(roots, clear_buffer, clear_no_need_grad,
-                             _hooks("pre", function_pre_hook), _hooks("post", function_post_hook))
+                             _function_pre_hooks.chained(function_pre_hook),
+                             _function_post_hooks.chained(function_post_hook))
 
 
 class FunctionInfo(NamedTuple):
@@ -803,7 +786,7 @@ class Function:
                     x._consumers = weakref.WeakSet()
                 x._consumers.add(self)
         if _auto_forward:
-            pre, post = _hooks("pre", None), _hooks("post", None)
+            pre, post = _function_pre_hooks.chained(None), _function_post_hooks.chained(None)
             if pre is not None:
                 pre(self)
             self._run_forward()

@@ -30,6 +30,7 @@ import numpy as np
 
 from .context import array_module_of, to_module, with_current_context
 from .errors import DpnbError
+from .hooks import HookRegistry
 from .fileio import file_format
 from .graph import Variable
 from .proto import nnabla_pb2, state_files
@@ -50,10 +51,35 @@ def _arithmetic_dtype(dtype) -> np.dtype:
 
 __all__ = ["Solver", "SolverState", "Sgd", "Momentum", "Nesterov", "Adam", "AdamW", "Adagrad",
            "RMSprop", "Adadelta", "Adamax", "AMSGRAD", "AdaBound", "AMSBound", "AdaBelief", "Lamb",
-           "Lars", "Lion", "RMSpropGraves", "SgdW", "solver_api"]
+           "Lars", "Lion", "RMSpropGraves", "SgdW", "solver_api", "set_solver_pre_hook",
+           "set_solver_post_hook", "unset_solver_pre_hook", "unset_solver_post_hook"]
 
 solver_api = with_current_context  # nnabla's name for it in nnabla.solvers
 Hook = Callable[[], object] | None  # a solver hook: called with no arguments
+# Hooks every solver calls around each parameter's work (set_solver_pre_hook ...).
+_solver_pre_hooks = HookRegistry("solver_pre_hook")
+_solver_post_hooks = HookRegistry("solver_post_hook")
+
+
+def set_solver_pre_hook(key: str, hook: Callable[[], object]) -> None:
+    """Call ``hook()`` before each parameter's update, weight decay, gradient scaling,
+    clipping or check, in every solver, until ``unset_solver_pre_hook(key)``."""
+    _solver_pre_hooks.set(key, hook)
+
+
+def set_solver_post_hook(key: str, hook: Callable[[], object]) -> None:
+    """Call ``hook()`` after each parameter's solver work, until ``unset_solver_post_hook(key)``."""
+    _solver_post_hooks.set(key, hook)
+
+
+def unset_solver_pre_hook(key: str) -> None:
+    """Remove the hook ``set_solver_pre_hook`` registered under ``key``."""
+    _solver_pre_hooks.unset(key)
+
+
+def unset_solver_post_hook(key: str) -> None:
+    """Remove the hook ``set_solver_post_hook`` registered under ``key``."""
+    _solver_post_hooks.unset(key)
 
 
 class SolverState:
@@ -330,12 +356,13 @@ class Solver:
         ``pre_hook()`` and ``post_hook()``, as nnabla calls them once per parameter.
         Stop after the first true result of ``action`` and return True, else False.
         ``labels`` are the hooks' argument names, for errors."""
-        hooked = False
         for label, hook in zip(labels, (pre_hook, post_hook)):
             if hook is not None and not callable(hook):
                 raise DpnbError(f"{self.name}: {label} must be a callable taking no arguments "
                                 f"(or None), got {hook!r}")
-            hooked = hooked or hook is not None
+        pre_hook = _solver_pre_hooks.chained(pre_hook)
+        post_hook = _solver_post_hooks.chained(post_hook)
+        hooked = pre_hook is not None or post_hook is not None
         for rs in self._runs:
             for target in (rs.parameter(i) for i in range(len(rs.names))) if hooked else (rs,):
                 if pre_hook is not None:

@@ -26,7 +26,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "dpnb"
 
 LAYERS = {
-    "core": ["context", "ndarray", "graph", "storage", "parameter", "errors", "random", "fileio", "config", "contrib",
+    "core": ["context", "ndarray", "graph", "storage", "parameter", "errors", "random", "fileio", "config", "contrib", "hooks",
              "proto", "logger", "monitor", "ext_utils", "extensions", "nnabla_alias", "data", "dtypes",
              "utils", "utils.data_source", "utils.data_source_implements",
              "utils.data_source_loader", "utils.data_iterator", "utils.image_utils",

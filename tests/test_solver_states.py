@@ -194,3 +194,28 @@ def test_empty_set_parameters_clears_or_adds_nothing():
     log = []
     solver.update(update_pre_hook=lambda: log.append("pre"))
     assert log == [] and not solver.check_inf_grad()
+
+
+def test_global_solver_hooks_run_around_each_parameter_until_unset():
+    import dpnb as nn
+    import dpnb.solvers as S
+    params = {"a": nn.Variable.from_numpy_array(np.ones(2), need_grad=True),
+              "b": nn.Variable.from_numpy_array(np.ones(3), need_grad=True)}
+    for p in params.values():
+        p.g = 1.0
+    solver = S.Sgd(0.5)
+    solver.set_parameters(params)
+    calls = []
+    nn.set_solver_pre_hook("count", lambda: calls.append("global pre"))
+    nn.set_solver_post_hook("count", lambda: calls.append("global post"))
+    try:
+        solver.update(update_pre_hook=lambda: calls.append("own pre"))
+    finally:
+        nn.unset_solver_pre_hook("count")
+        nn.unset_solver_post_hook("count")
+    assert calls == ["global pre", "own pre", "global post"] * 2
+    np.testing.assert_allclose(params["a"].d, 0.5)
+    solver.update()
+    assert len(calls) == 6
+    with pytest.raises(nn.DpnbError, match="no hook is set under 'count'"):
+        nn.unset_solver_post_hook("count")
