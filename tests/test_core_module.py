@@ -1,23 +1,24 @@
 """nnabla.core on dpnb: nn.Module (parameters, submodules, training), nn.Sequential and
 nn.graph_def (networks defined on ProtoVariables or converted from a graph, their
 protobuf, saving, loading and rebuilding), against what nnabla 1.39 gives (fixture
-recorded by fixtures/nnabla/record_core_module.py)."""
+recorded by fixtures/nnabla/record_core_module.py from the cases of
+tests/nnabla_cases/core_module.py)."""
 import io
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
-from google.protobuf import text_format
 
 import dpnb as nn
 import dpnb.functions as F
 import dpnb.parametric_functions as PF
+from dpnb.core import modules
 from dpnb.core.graph_optimizer import rename_variable
-from dpnb.core.modules import ConvBn, ResUnit
 from dpnb.core.proto_initializer import initializer_from_proto
 from dpnb.errors import DpnbError, DpnbValueError
 from dpnb.proto import nnabla_pb2
+from nnabla_cases import core_module as cases
 
 REC = json.loads((Path(__file__).parent / "fixtures" / "nnabla" / "core_module.json").read_text())
 
@@ -29,26 +30,7 @@ def fresh_graph():
     nn.graph_def.reset_default_graph()
 
 
-class TwoBranches(nn.Module):
-    def __init__(self):
-        self.conv_bn_1 = ConvBn(2)
-        self.conv_bn_2 = ConvBn(2, kernel=3, act=F.relu)
-
-    def call(self, x1, x2):
-        return F.concatenate(self.conv_bn_1(x1), self.conv_bn_2(x2), axis=1)
-
-
-class Shared(nn.Module):
-    def __init__(self):
-        self.unit = ResUnit(8)
-        self.again = self.unit
-
-    def call(self, x):
-        return self.again(self.unit(x))
-
-
-def _shapes(params):
-    return [[name, list(p.shape), bool(p.need_grad)] for name, p in params.items()]
+TwoBranches, Shared = cases.module_classes(nn, F, modules)
 
 
 def _set(params, values):
@@ -60,28 +42,15 @@ def _data(values):
     return [nn.Variable.from_numpy_array(np.array(x, np.float32)) for x in values]
 
 
-def _text(message):
-    return text_format.MessageToString(message)
-
-
 def test_module_defines_the_network_nnabla_does():
     rec = REC["modules"]
-    m = TwoBranches()
-    y = m(nn.ProtoVariable((2, 3, 5, 5)), nn.ProtoVariable((2, 3, 5, 5)))
-    net = nn.graph_def.get_default_graph_by_variable(y)
-    assert list(nn.graph_def.get_default_graph().networks) == rec["networks"]
-    assert (net.name, net.inputs, net.outputs) == (rec["network"], rec["inputs"], rec["outputs"])
-    assert (y.name, list(y.shape)) == (rec["output"], rec["output_shape"])
-    assert _shapes(m.get_parameters()) == rec["parameters"]
-    assert list(m.get_parameters(grad_only=True)) == rec["grad_parameters"]
-    assert list(m.conv_bn_1.get_parameters()) == rec["conv_bn_1"]
-    assert m.conv_bn_2.get_path_name() == rec["path"]
-    assert m.get_scope_name() == rec["scope_name"]
+    m, net, names = cases.two_branches_graph(nn, TwoBranches)
+    assert names == {k: rec[k] for k in names}
     _set(m.get_parameters(), rec["values"])
     out = net(*_data(rec["inputs_data"]))
     out.forward()
     np.testing.assert_allclose(out.d, rec["rebuilt"], rtol=1e-5, atol=1e-5)
-    assert _text(net.owner().as_proto(networks=[net])) == rec["nntxt"]
+    assert cases.text(net.owner().as_proto(networks=[net])) == rec["nntxt"]
     assert net.batch_size == rec["batch_size"]
 
 
@@ -90,30 +59,22 @@ def test_shared_submodule_listed_once_and_training_passed_down():
     m = Shared()
     x = nn.Variable.from_numpy_array(np.array(rec["input"]))
     y = m(x)
-    assert _shapes(m.get_parameters()) == rec["parameters"]
+    assert cases.shapes(m.get_parameters()) == rec["parameters"]
     _set(m.get_parameters(), rec["values"])
     y.forward()
     np.testing.assert_allclose(y.d, rec["output"], rtol=1e-3, atol=1e-3)
-    m.training = False
-    assert [m.training, m.unit.training, m.unit.conv1.training] == rec["training"]
+    assert cases.training_flags(m) == rec["training"]
 
 
 def test_flat_network_saved_loaded_and_rebuilt(tmp_path):
     rec = REC["flat"]
-    with nn.graph_def.graph(name="flat") as g:
-        a = nn.ProtoVariable((2, 3, 4, 4), name="a")
-        b = nn.ProtoVariable((2, 3, 4, 4))
-        h = PF.convolution(a, 4, (3, 3), pad=(1, 1), name="c1")
-        h2 = PF.convolution(b, 4, (3, 3), pad=(1, 1), name="c2")
-        y = F.relu(h + h2) * 2.0 - 1.0
-        y = F.reshape(y, (2, -1))
-        y = -PF.affine(y, 5, name="fc") / 3.0
+    g = cases.flat_graph(nn, F, PF)
     net = g.default_graph()
     assert (list(g.networks), net.inputs, net.outputs) == (rec["networks"], rec["inputs"],
                                                            rec["outputs"])
     assert [pf.name for pf in net.forward_sequence()] == rec["sequence"]
     _set(g.get_parameters(), rec["values"])
-    assert _text(g.as_proto()) == rec["nntxt"]
+    assert cases.text(g.as_proto()) == rec["nntxt"]
     g.save(str(tmp_path / "flat.nnp"))
     nn.clear_parameters()
     loaded = nn.graph_def.load(str(tmp_path / "flat.nnp"), batch_size=3)
@@ -127,21 +88,12 @@ def test_flat_network_saved_loaded_and_rebuilt(tmp_path):
 
 def test_create_graph_from_variable_and_rename():
     rec = REC["from_variable"]
-    x = nn.Variable((1, 6), need_grad=True)
-    h = F.tanh(PF.affine(x, 4, name="affine2"))
-    y0, y1 = PF.affine(h, 3, name="y0"), PF.affine(h, 2, name="y1")
-    g = nn.graph_def.create_graph_from_variable("my_model", [y0, y1],
-                                                names={"x": x, "y_0": y0, "y_1": y1})
+    x, g = cases.from_variable_graph(nn, F, PF)
     net = g.networks["my_model"]
-    assert _text(g.as_proto(variable_batch_size=False)) == rec["nntxt"]
+    assert cases.text(g.as_proto(variable_batch_size=False)) == rec["nntxt"]
     assert (net.inputs, net.outputs) == (rec["inputs"], rec["outputs"])
     assert sorted(g.get_parameters()) == rec["parameters"]
-    rename_variable(net, {"y_0": "first", "y_1": "second"})
-    renamed = rec["renamed"]
-    assert net.outputs == renamed["outputs"]
-    assert list(net.variables) == renamed["variables"]
-    assert [net.functions[net.variables[k].parent].outputs for k in net.outputs] == \
-        renamed["parent_outputs"]
+    assert cases.renamed(rename_variable, net) == rec["renamed"]
     _set(g.get_parameters(), rec["values"])
     x.d = np.array(rec["input"])
     outs = net(x)
@@ -153,12 +105,7 @@ def test_create_graph_from_variable_and_rename():
 
 
 def test_sequential_names_its_layers():
-    rec = REC["sequential"]
-    seq = nn.Sequential(ConvBn(2), ("named", ConvBn(3, act=F.relu)), ConvBn(1))
-    y = seq(nn.Variable((1, 2, 3, 3)))
-    assert list(seq.submodules) == rec["submodules"]
-    assert _shapes(seq.get_parameters()) == rec["parameters"]
-    assert list(y.shape) == rec["output_shape"]
+    assert cases.sequential(nn, F, modules) == REC["sequential"]
     with pytest.raises(DpnbError, match="must be an nn.Module"):
         nn.Sequential(lambda x: x)
 

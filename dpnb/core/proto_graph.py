@@ -5,7 +5,6 @@ and back, builds a dpnb graph on given (or new) input variables, and is written 
 network file.  The graph being defined is held by the current ``ProtoGraphBuilder``."""
 from __future__ import annotations
 
-import os
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
@@ -20,7 +19,7 @@ from ..parameter import get_parameter_or_create, get_parameters, parameter_scope
 from ..proto import nnabla_pb2
 from ..utils.function_specs import spec_of_type
 from ..utils.load_function import _create_function_instance, message_to_dict
-from ..utils.save import _NETWORK_EXTENSIONS, _fill_message, _nnp_bytes, _unique, _write
+from ..utils.save import _fill_message, _network_extension, _nnp_bytes, _unique, _write
 from .graph_optimizer import rename_variable
 from .proto_executor import ProtoExecutor
 from .proto_initializer import initializer_from_proto
@@ -601,12 +600,7 @@ def save(filename, content, include_parameters=False, variable_batch_size=True,
     (``extension`` for a file object): ``.nnp``, ``.nntxt``/``.prototxt`` or
     ``.protobuf`` (the latter with the parameters inside where ``include_parameters``).
     ``executors`` are nnabla's dicts (name, network, data, output ...)."""
-    ext = extension
-    if isinstance(filename, (str, os.PathLike)):
-        ext = os.path.splitext(os.fspath(filename))[1] or extension
-    if ext not in _NETWORK_EXTENSIONS:
-        raise DpnbError(f"cannot save a network as {ext!r} ({filename!r}): nnabla's network "
-                        f"files are {', '.join(_NETWORK_EXTENSIONS)}; name the file so")
+    ext = _network_extension(filename, extension)
     inline = include_parameters and ext != ".nnp"
     for g in content:
         if isinstance(g, ProtoGraph):

@@ -15,6 +15,13 @@ def _proto_operand(x):
     return ProtoVariable(x.shape) if isinstance(x, (NdArray, Variable)) else x
 
 
+def _record_operator(x, y, two, scalar):
+    """``x`` (op) ``y`` recorded as ``two(x, y)`` where ``y`` is a variable (or becomes
+    one), else as ``scalar(x, y)``: the two functions each operator has in nnabla."""
+    x, y = _proto_operand(x), _proto_operand(y)
+    return two(x, y) if isinstance(y, ProtoVariable) else scalar(x, y)
+
+
 class ProtoVariable:
     """A variable of a network definition: given to functions, parametric functions or
     modules in place of an nn.Variable, it records them into the current graph_def
@@ -77,33 +84,18 @@ class ProtoVariable:
         return F.mul_scalar(self, -1)
 
     def __add__(x, y):
-        x, y = _proto_operand(x), _proto_operand(y)
-        if isinstance(y, ProtoVariable):
-            return F.add2(x, y)
-        return F.add_scalar(x, y)
+        return _record_operator(x, y, F.add2, F.add_scalar)
 
     def __sub__(x, y):
-        x, y = _proto_operand(x), _proto_operand(y)
-        if isinstance(y, ProtoVariable):
-            return F.sub2(x, y)
-        return F.add_scalar(x, -y)
+        return _record_operator(x, y, F.sub2, lambda a, b: F.add_scalar(a, -b))
 
     def __mul__(x, y):
-        x, y = _proto_operand(x), _proto_operand(y)
-        if isinstance(y, ProtoVariable):
-            return F.mul2(x, y)
-        return F.mul_scalar(x, y)
+        return _record_operator(x, y, F.mul2, F.mul_scalar)
 
     def __truediv__(x, y):
-        x, y = _proto_operand(x), _proto_operand(y)
-        if isinstance(y, ProtoVariable):
-            return F.div2(x, y)
-        return F.mul_scalar(x, 1.0 / y)
+        return _record_operator(x, y, F.div2, lambda a, b: F.mul_scalar(a, 1.0 / b))
 
     def __pow__(x, y, z=None):
         if z is not None:
             return NotImplemented
-        x, y = _proto_operand(x), _proto_operand(y)
-        if isinstance(y, ProtoVariable):
-            return F.pow2(x, y)
-        return F.pow_scalar(x, y)
+        return _record_operator(x, y, F.pow2, F.pow_scalar)

@@ -32,6 +32,29 @@ def _is_file_object(path) -> bool:
 
 
 @contextlib.contextmanager
+def _handle(path, ext: str, mode: str) -> Iterator:
+    """``path`` opened as ``ext`` to read (``mode`` "r") or write ("w"): a ZipFile, an h5py
+    File (read from a copy in memory where ``path`` is a file object), the file object
+    itself, or a text or binary file."""
+    if ext not in _KINDS:
+        raise _unsupported(ext, path)
+    if ext == ".nnp":
+        with zipfile.ZipFile(path, mode) as archive:
+            yield archive
+    elif ext == ".h5":
+        source = path
+        if mode == "r" and not isinstance(path, (str, os.PathLike)):
+            source = io.BytesIO(path.read())
+        with h5py.File(source, mode) as h5:
+            yield h5
+    elif _is_file_object(path):
+        yield path
+    else:
+        with open(path, mode if ext in _TEXT else mode + "b") as f:
+            yield f
+
+
+@contextlib.contextmanager
 def get_file_handle_load(nnp: zipfile.ZipFile | None, path, ext: str) -> Iterator:
     """A handle to read ``path`` as ``ext``: a ZipFile for ``.nnp``, an h5py File for
     ``.h5``, else a text or binary file.  With ``nnp`` (an open ``.nnp``), ``path``
@@ -45,40 +68,17 @@ def get_file_handle_load(nnp: zipfile.ZipFile | None, path, ext: str) -> Iterato
             else:
                 yield member
         return
-    if ext not in _KINDS:
-        raise _unsupported(ext, path)
-    if ext == ".nnp":
-        with zipfile.ZipFile(path, "r") as archive:
-            yield archive
-    elif ext == ".h5":
-        source = path if isinstance(path, (str, os.PathLike)) else io.BytesIO(path.read())
-        with h5py.File(source, "r") as h5:
-            yield h5
-    elif _is_file_object(path):
-        yield path
-    else:
-        with open(path, "r" if ext in _TEXT else "rb") as f:
-            yield f
+    with _handle(path, ext, "r") as handle:
+        yield handle
 
 
 @contextlib.contextmanager
 def get_file_handle_save(path, ext: str) -> Iterator:
     """A handle to write ``path`` as ``ext`` (as ``get_file_handle_load`` gives them); a
     file object given is left open and rewound afterwards, to be read back at once."""
-    if ext not in _KINDS:
-        raise _unsupported(ext, path)
     try:
-        if ext == ".nnp":
-            with zipfile.ZipFile(path, "w") as archive:
-                yield archive
-        elif ext == ".h5":
-            with h5py.File(path, "w") as h5:
-                yield h5
-        elif _is_file_object(path):
-            yield path
-        else:
-            with open(path, "w" if ext in _TEXT else "wb") as f:
-                yield f
+        with _handle(path, ext, "w") as handle:
+            yield handle
     finally:
         if hasattr(path, "seek"):
             path.seek(0)

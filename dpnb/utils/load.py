@@ -311,13 +311,27 @@ def _parameters_of(network: LoadedNetwork, items) -> OrderedDict:
     return found
 
 
+def _link_network(user: Optimizer | Monitor | Executor, info: Info,
+                  role: str) -> LoadedNetwork:
+    """Point an optimizer, monitor or executor (``role``) at the network it runs and at
+    the variables it feeds there (data names and generators); returns the network."""
+    proto = user.proto
+    network = user.network = _network(info, proto.network_name, f"{role} {proto.name!r}")
+    user.dataset_assign = _assign(network, proto.data_variable, lambda d: d.data_name)
+    user.generator_assign = _assign(network, proto.generator_variable, _generator)
+    return network
+
+
+def _data_iterators(info: Info, proto) -> OrderedDict:
+    """Each dataset an optimizer or monitor reads -> its data iterator."""
+    return OrderedDict((d, _dataset(info, d, proto.name).data_iterator)
+                       for d in proto.dataset_name)
+
+
 def _link_optimizer(optimizer: Optimizer, info: Info) -> None:
     o = optimizer.proto
-    network = optimizer.network = _network(info, o.network_name, f"optimizer {o.name!r}")
-    optimizer.data_iterators = OrderedDict((d, _dataset(info, d, o.name).data_iterator)
-                                           for d in o.dataset_name)
-    optimizer.dataset_assign = _assign(network, o.data_variable, lambda d: d.data_name)
-    optimizer.generator_assign = _assign(network, o.generator_variable, _generator)
+    network = _link_network(optimizer, info, "optimizer")
+    optimizer.data_iterators = _data_iterators(info, o)
     optimizer.loss_variables = [network.variable(v.variable_name) for v in o.loss_variable]
     optimizer.parameter_learning_rate_multipliers = _parameters_of(network,
                                                                    o.parameter_variable)
@@ -340,20 +354,15 @@ def _link_optimizer(optimizer: Optimizer, info: Info) -> None:
 
 def _link_monitor(monitor: Monitor, info: Info) -> None:
     m = monitor.proto
-    network = monitor.network = _network(info, m.network_name, f"monitor {m.name!r}")
-    monitor.data_iterators = OrderedDict((d, _dataset(info, d, m.name).data_iterator)
-                                         for d in m.dataset_name)
-    monitor.dataset_assign = _assign(network, m.data_variable, lambda d: d.data_name)
-    monitor.generator_assign = _assign(network, m.generator_variable, _generator)
+    network = _link_network(monitor, info, "monitor")
+    monitor.data_iterators = _data_iterators(info, m)
     monitor.monitor_variables = [network.variable(v.variable_name) for v in m.monitor_variable]
     monitor.target = F.sink(*[v.variable_instance for v in monitor.monitor_variables])
 
 
 def _link_executor(executor: Executor, info: Info) -> None:
     e = executor.proto
-    network = executor.network = _network(info, e.network_name, f"executor {e.name!r}")
-    executor.dataset_assign = _assign(network, e.data_variable, lambda d: d.data_name)
-    executor.generator_assign = _assign(network, e.generator_variable, _generator)
+    network = _link_network(executor, info, "executor")
     executor.output_assign = _assign(network, e.output_variable,
                                      lambda o: [o.type, o.data_name])
     executor.parameters = OrderedDict((v, v.name) for v in

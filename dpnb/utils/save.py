@@ -445,6 +445,18 @@ def _write(filename, data: bytes, text: bool) -> None:
     target.write(data.decode("utf-8") if text and isinstance(target, io.TextIOBase) else data)
 
 
+def _network_extension(filename, extension: str) -> str:
+    """The network-file kind to write: ``filename``'s extension (``extension`` for a file
+    object or a name without one), refused unless nnabla writes networks as it."""
+    ext = extension
+    if isinstance(filename, (str, os.PathLike)):
+        ext = os.path.splitext(os.fspath(filename))[1] or extension
+    if ext not in _NETWORK_EXTENSIONS:
+        raise DpnbError(f"cannot save a network as {ext!r} ({filename!r}): nnabla's network "
+                        f"files are {', '.join(_NETWORK_EXTENSIONS)}; name the file so")
+    return ext
+
+
 def save(filename, contents: dict, include_params: bool = False,
          variable_batch_size: bool = True, extension: str = ".nnp",
          parameters: dict | None = None, parameter_format: str = ".h5",
@@ -455,12 +467,7 @@ def save(filename, contents: dict, include_params: bool = False,
     as ``parameter_format``), ``.nntxt``/``.prototxt`` (text) or ``.protobuf`` (binary);
     ``include_params`` puts the parameters into the latter two.  With
     ``variable_batch_size`` the batch axis is written as -1, to be set when loading."""
-    ext = extension
-    if isinstance(filename, (str, os.PathLike)):
-        ext = os.path.splitext(os.fspath(filename))[1] or extension
-    if ext not in _NETWORK_EXTENSIONS:
-        raise DpnbError(f"cannot save a network as {ext!r} ({filename!r}): nnabla's network "
-                        f"files are {', '.join(_NETWORK_EXTENSIONS)}; name the file so")
+    ext = _network_extension(filename, extension)
     if include_solver_state:
         raise DpnbError("include_solver_state=True: dpnb's save does not write solver states "
                         "into network files; save them beside it with solver.save_states(path)")
