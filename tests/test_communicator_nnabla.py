@@ -1,7 +1,8 @@
 """What dpnb adds for nnabla's own communicator tests (python/test/communicator): the
-deprecated ``nnabla.contrib.context.extension_context`` they import, and synchronized
-batch normalization whose gradients agree across layouts to float64 round-off (on 2
-MPI ranks, through tests/mpi_scripts/nnabla_api.py, against float64 NumPy)."""
+deprecated ``nnabla.contrib.context.extension_context`` they import, synchronized
+batch normalization whose gradients agree across layouts to float64 round-off, and
+``all_reduce_callback(scale_grad=)`` (on 2 MPI ranks, through
+tests/mpi_scripts/nnabla_api.py, against NumPy)."""
 from __future__ import annotations
 
 import logging
@@ -18,6 +19,10 @@ SCRIPTS = Path(__file__).parent / "mpi_scripts"
 
 def test_sync_batch_normalization_agrees_across_layouts():
     check_ranks(2, SCRIPTS / "nnabla_api.py", "layouts")
+
+
+def test_all_reduce_callback_scales_the_gradients_it_sums():
+    check_ranks(2, SCRIPTS / "nnabla_api.py", "scale_grad")
 
 
 class Messages(logging.Handler):

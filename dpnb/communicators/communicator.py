@@ -267,10 +267,11 @@ class MultiProcessCommunicator:
                                division, pack_size, operation)
 
     def all_reduce_callback(self, data, pack_size: int, division: bool = False,
-                            group: str = "world") -> GradientReducer:
+                            group: str = "world", scale_grad: float = 1) -> GradientReducer:
         """A callback for ``loss.backward(communicator_callbacks=...)`` that
         all-reduces ``data`` while backward runs, in packs of about ``pack_size``
-        elements, each as soon as all of its gradients are complete."""
+        elements, each as soon as all of its gradients are complete; each gradient is
+        multiplied by ``scale_grad`` first (to cancel a loss scale, as in nnabla)."""
         operation = "all_reduce_callback"
         self._exchange.guard.check_usable()
         g = self._member_group(group, operation)
@@ -278,7 +279,8 @@ class MultiProcessCommunicator:
             raise DpnbError(f"{operation}: pack_size must be a positive number of elements, "
                             f"got {pack_size}")
         prepared = self._exchange.prepared(_as_list(data, operation), operation)
-        return GradientReducer(self._exchange, g, prepared, division, pack_size, operation)
+        return GradientReducer(self._exchange, g, prepared, division, pack_size, operation,
+                               scale_grad)
 
     def get_all_reduce_callback(self, params=None, pack_size: int = DEFAULT_PACK_SIZE,
                                 division: bool = True, group: str = "world") -> GradientReducer:

@@ -53,14 +53,18 @@ class GradientReducer:
     during it (passed to ``backward(communicator_callbacks=...)``)."""
 
     def __init__(self, exchange: Exchange, group: Group, prepared: Prepared, division: bool,
-                 pack_size: int, operation: str = "gradient_reducer"):
+                 pack_size: int, operation: str = "gradient_reducer", scale_grad: float = 1.0):
         if int(pack_size) <= 0:
             raise DpnbError(f"{operation}: pack_size must be a positive number of elements, "
                             f"got {pack_size}")
+        if isinstance(scale_grad, bool) or not isinstance(scale_grad, (int, float)):
+            raise DpnbError(f"{operation}: scale_grad must be a number (the factor each "
+                            f"gradient is multiplied by before the sum), got {scale_grad!r}")
         self.exchange = exchange
         self.group = group
         self.division = bool(division)
         self.pack_size = int(pack_size)
+        self.scale_grad = float(scale_grad)  # e.g. to cancel a loss scale before the sum
         self.operation = operation
         self._prepared = prepared
         self._packs_of: Plan | None = None  # the plan the packs below were cut from
@@ -78,7 +82,9 @@ class GradientReducer:
     def all_reduce(self) -> None:
         """Sum the gradients over the group (the mean with ``division``), in place."""
         self.exchange.guard.check_usable()
-        self.exchange.execute(self.group, self.plan, "all_reduce", -1, self.division)
+        plan = self.plan
+        self._scale(plan.pieces)
+        self.exchange.execute(self.group, plan, "all_reduce", -1, self.division)
 
     # -- the communicator-callback protocol of Variable.backward ---------------
     def on_finish_function_backward(self, fn) -> None:
@@ -138,7 +144,7 @@ class GradientReducer:
         self._call = Call("all_reduce_callback", self.group.name, plan.specs,
                           division=self.division, bucket_bytes=plan.bucket_bytes,
                           layout=stable_hash([pack.layout for pack in self._packs]),
-                          specs_hash=plan.specs_hash)
+                          arguments=(("scale_grad", self.scale_grad),))
         self._packs_of = plan
 
     def _start(self, first_fn) -> None:
@@ -164,12 +170,20 @@ class GradientReducer:
     def _send_ready(self, everything: bool) -> None:
         if self._canonical:  # layouts differ between ranks: everything at the end, in list order
             if everything and self._sent == 0:
+                self._scale(self._packs_of.pieces)
                 self._pipeline.add(self._packs_of.canonical())
                 self._sent = len(self._packs)
             return
         while self._sent < len(self._packs) and (everything or self._missing[self._sent] == 0):
+            self._scale(self._packs[self._sent].pieces)
             self._pipeline.add(self._packs[self._sent].chunks)
             self._sent += 1
+
+    def _scale(self, pieces: list[Piece]) -> None:
+        """Multiply the gradients about to be summed by ``scale_grad`` (in place)."""
+        if self.scale_grad != 1.0:
+            for piece in pieces:
+                piece.view *= self.scale_grad
 
 
 def _readers(fn) -> dict[int, int]:

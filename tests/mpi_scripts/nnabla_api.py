@@ -3,7 +3,10 @@ against NumPy references in float64.
 
 ``layouts``: F.sync_batch_normalization with channels first and channels last gives
 the same gamma and beta gradients to float64 round-off (nnabla's layout-consistency
-test, smaller), and the gamma gradient of a weighted loss matches the float64 value."""
+test, smaller), and the gamma gradient of a weighted loss matches the float64 value.
+
+``scale_grad``: all_reduce_callback(scale_grad=s) during backward sums s times each
+rank's gradients (and averages them with division), in packs of any size."""
 from __future__ import annotations
 
 import sys
@@ -53,11 +56,37 @@ def check_layouts(comm, ok: Checks) -> None:
              tol=1e-6, relative=True)
 
 
+def check_scale_grad(comm, ok: Checks) -> None:
+    rng = np.random.RandomState(7)
+    weights = [rng.rand(3, 4).astype(np.float32) for _ in range(5)]
+    for pack_size, division, scale in ((2, False, 0.25), (64, True, 8.0), (1000, False, 1)):
+        xs = [nn.Variable.from_numpy_array(w * (comm.rank + 1), need_grad=True)
+              for w in weights]
+        y = xs[0]
+        for x in xs[1:]:
+            y = F.add2(y, F.mul_scalar(x, 2.0))
+        loss = F.sum(y * y)
+        loss.forward()
+        for x in xs:
+            x.grad.zero()
+        grads = [x.grad for x in xs]
+        loss.backward(communicator_callbacks=comm.all_reduce_callback(
+            grads, pack_size, division=division, scale_grad=scale))
+        ys = [sum(c * w * (r + 1) for c, w in zip([1] + [2] * 4, weights))
+              for r in range(comm.size)]
+        for i in range(len(xs)):
+            c = 1 if i == 0 else 2
+            expected = scale * sum(2 * c * y_r for y_r in ys) / (comm.size if division else 1)
+            ok.close(xs[i].g, expected.astype(np.float32),
+                     f"gradient {i}, pack_size={pack_size}, scale_grad={scale}", tol=1e-5,
+                     relative=True)
+
+
 def main(mode: str) -> None:
     comm = C.MultiProcessCommunicator(get_extension_context("cpu"))
     comm.init()
     ok = Checks(comm.rank)
-    {"layouts": check_layouts}[mode](comm, ok)
+    {"layouts": check_layouts, "scale_grad": check_scale_grad}[mode](comm, ok)
     comm.barrier()
     ok.finish()
 
