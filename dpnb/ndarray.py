@@ -46,8 +46,8 @@ class NdArray:
     ``nn.NdArray(shape)`` makes one of the current context's device and float
     type, as in nnabla; the graph names its arrays through ``owner``."""
 
-    __slots__ = ("_array", "_shape", "_size", "_dtype", "_xp", "_freed_by", "_cleared", "_zeroing", "_pinned",
-                 "owner")
+    __slots__ = ("_array", "_shape", "_size", "_dtype", "_xp", "_freed_by", "_cleared",
+                 "_zeroing", "_pinned", "owner")
 
     def __init__(self, *shape: int | Sequence[int], dtype=None, xp: ModuleType | None = None,
                  owner: str = ""):
