@@ -47,7 +47,7 @@ class NdArray:
     type, as in nnabla; the graph names its arrays through ``owner``."""
 
     __slots__ = ("_array", "_shape", "_size", "_dtype", "_xp", "_freed_by", "_cleared",
-                 "_zeroing", "_pinned", "owner")
+                 "_zeroing", "_pinned", "_child", "owner")
 
     def __init__(self, *shape: int | Sequence[int], dtype=None, xp: ModuleType | None = None,
                  owner: str = ""):
@@ -66,6 +66,7 @@ class NdArray:
         self._cleared = False  # released by clear() or free(), for clear_called
         self._zeroing = False  # zero() called and the values not used since, for zeroing
         self._pinned = False
+        self._child = False  # narrowed from another array's memory: its dtype is fixed
         self.owner = owner  # names the variable in error messages
 
     @classmethod
@@ -162,6 +163,12 @@ class NdArray:
                     f"cannot cast {self.owner or 'this array'} to {dtype}: it is a view into "
                     "flat parameter storage, whose type is fixed; create the parameter in "
                     "a context of that type instead")
+            if self._child:
+                raise DpnbError(
+                    f"cannot cast {self.owner or 'this array'} from {self._dtype} to {dtype}: "
+                    "it is narrowed from another array, whose memory holds its values in that "
+                    "type (nnabla: cast of child-arrays is not permitted); cast the array it "
+                    "was narrowed from before narrowing")
             array = to_module(self.data, xp).astype(dtype)
             self._dtype, self._xp = dtype, xp
             self.bind(array)
@@ -187,6 +194,7 @@ class NdArray:
         part = NdArray((length, *self._shape[1:]), dtype=self._dtype, xp=self._xp,
                        owner=f"rows {start}:{start + length} of {self.owner or 'an array'}")
         part.bind(self.data[start:start + length])
+        part._child = True
         return part
 
     def view(self, shape: Sequence[int]) -> "NdArray":
@@ -198,6 +206,7 @@ class NdArray:
         viewed = NdArray(shape, dtype=self._dtype, xp=self._xp,
                          owner=f"a view of {self.owner or 'an array'}")
         viewed.bind(self.data.reshape(shape))
+        viewed._child = self._child
         return viewed
 
     def bind(self, array) -> None:
@@ -232,6 +241,11 @@ class NdArray:
     def pin(self) -> None:
         """Fix this handle's shape and dtype: it is a view into a shared buffer (flat storage)."""
         self._pinned = True
+
+    @property
+    def pinned(self) -> bool:
+        """Whether this handle is a view into flat storage (its shape and dtype fixed)."""
+        return self._pinned
 
     def reset_shape(self, shape: Sequence[int], force: bool = False) -> None:
         """Give this array a new shape: the same values if the size is unchanged,

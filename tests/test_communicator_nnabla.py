@@ -1,7 +1,8 @@
 """What dpnb adds for nnabla's own communicator tests (python/test/communicator): the
 deprecated ``nnabla.contrib.context.extension_context`` they import, synchronized
 batch normalization whose gradients agree across layouts to float64 round-off, and
-``all_reduce_callback(scale_grad=)`` (on 2 MPI ranks, through
+``all_reduce_callback(scale_grad=, keep_dtype=)`` with the cast of narrower floats to
+the communicator's type (on 2 MPI ranks, through
 tests/mpi_scripts/nnabla_api.py, against NumPy)."""
 from __future__ import annotations
 
@@ -23,6 +24,10 @@ def test_sync_batch_normalization_agrees_across_layouts():
 
 def test_all_reduce_callback_scales_the_gradients_it_sums():
     check_ranks(2, SCRIPTS / "nnabla_api.py", "scale_grad")
+
+
+def test_collectives_cast_narrower_floats_to_the_communicator_s_type_unless_keep_dtype():
+    check_ranks(2, SCRIPTS / "nnabla_api.py", "dtypes")
 
 
 class Messages(logging.Handler):

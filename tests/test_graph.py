@@ -387,6 +387,13 @@ def test_narrow_shares_rows_and_refuses_what_nnabla_cannot_narrow():
         a.narrow(1, 0, 1)
     with pytest.raises(DpnbError, match=r"narrow: rows 3 to 5 are outside axis 0 of shape \(4, 3\)"):
         a.narrow(0, 3, 2)
+    # casting would move the rows out of a's memory: refused, as nnabla refuses it (RuntimeError)
+    with pytest.raises(RuntimeError, match="cannot cast rows 1:3 of an array from float64 to "
+                                           "float16: it is narrowed from another array"):
+        b.cast(np.float16)
+    with pytest.raises(RuntimeError, match="narrowed from another array"):
+        b.view((6,)).cast(np.float32)
+    assert b.cast(np.float64) is b.data and b.dtype == np.float64  # the same type: nothing to do
 
 
 def test_function_info_names_the_type_and_its_nnabla_arguments():

@@ -75,7 +75,8 @@ class MultiProcessCommunicator:
         self.use_nccl = _env_flag("DPNB_COMM_NCCL", True)
         self._exchange = Exchange(timeout_from_env(), _env_flag("DPNB_COMM_CHECK", True),
                                   _env_bytes("DPNB_COMM_SEGMENT_BYTES", DEFAULT_SEGMENT_BYTES),
-                                  _env_bytes("DPNB_COMM_BUCKET_BYTES", DEFAULT_BUCKET_BYTES))
+                                  _env_bytes("DPNB_COMM_BUCKET_BYTES", DEFAULT_BUCKET_BYTES),
+                                  self.ctx.dtype)
         self._exchange.guard.stall_seconds = stall_from_env()
         self._groups: dict[str, Group] = {}
         self._exchange.groups = self._groups
@@ -267,18 +268,22 @@ class MultiProcessCommunicator:
                                division, pack_size, operation)
 
     def all_reduce_callback(self, data, pack_size: int, division: bool = False,
-                            group: str = "world", scale_grad: float = 1) -> GradientReducer:
+                            group: str = "world", scale_grad: float = 1,
+                            keep_dtype: bool = False) -> GradientReducer:
         """A callback for ``loss.backward(communicator_callbacks=...)`` that
         all-reduces ``data`` while backward runs, in packs of about ``pack_size``
         elements, each as soon as all of its gradients are complete; each gradient is
-        multiplied by ``scale_grad`` first (to cancel a loss scale, as in nnabla)."""
+        multiplied by ``scale_grad`` first (to cancel a loss scale, as in nnabla).
+        Gradients of a narrower float type end in the communicator's, as nnabla's,
+        unless ``keep_dtype`` (for mixed precision, and for narrowed arrays, which
+        cannot be cast); they are summed in at least float32 either way."""
         operation = "all_reduce_callback"
         self._exchange.guard.check_usable()
         g = self._member_group(group, operation)
         if int(pack_size) <= 0:
             raise DpnbError(f"{operation}: pack_size must be a positive number of elements, "
                             f"got {pack_size}")
-        prepared = self._exchange.prepared(_as_list(data, operation), operation)
+        prepared = self._exchange.prepared(_as_list(data, operation), operation, keep_dtype)
         return GradientReducer(self._exchange, g, prepared, division, pack_size, operation,
                                scale_grad)
 
@@ -300,7 +305,8 @@ class MultiProcessCommunicator:
         """Sum ``data`` (an NdArray, array, or list of them) over the group, in place
         on every rank; ``division=True`` gives the mean.  ``inplace`` is accepted for
         nnabla compatibility: dpnb always writes back in place and chooses the
-        packing itself."""
+        packing itself.  NdArrays of a narrower float type than the communicator's
+        are cast to it first, as in nnabla (every collective here does so)."""
         self._run("all_reduce", data, group, -1, division)
 
     def reduce(self, data, dst: int, division: bool = False, inplace: bool = False,

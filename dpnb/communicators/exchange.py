@@ -38,6 +38,7 @@ PLAN_CACHE_SIZE = 256     # prepared exchanges kept, one per list of arrays
 PLAN_CACHE_BYTES = 256 << 20  # plain arrays the cache may keep alive, at most
 _DATA = operator.attrgetter("data")
 _UNHASHABLE = object()  # a list of objects that cannot be a cache key themselves
+_KEEP_DTYPE = object()  # leads the cache key of an exchange that keeps its arrays' types
 
 
 @dataclasses.dataclass
@@ -81,15 +82,22 @@ class Route:
 class ListSource:
     """The items of a caller's list, and how to tell that they are still where a
     plan found them: flat storage moves when it grows (rebinding every handle into
-    it), other handles may be rebound one by one."""
+    it), other handles may be rebound one by one.  With ``widen`` (the
+    communicator's float type), float handles of a narrower type are cast to it
+    first, as nnabla's collectives cast every array to the communicator's type."""
 
-    def __init__(self, objs: list, operation: str):
+    def __init__(self, objs: list, operation: str, widen: np.dtype | None):
         self.objs = objs  # held, so that the ids in the cache key stay theirs
+        self.widen = widen
         self.arrays, self.handles = resolve(objs, operation)
         self._watched: list = []  # handles whose rebinding means the plan is stale
         self._bound: list = []    # the arrays they were bound to then
 
     def pieces(self) -> list:
+        if self.widen is not None:
+            for h in self.handles:
+                if h is not None and narrower(h.dtype, self.widen) and not h.pinned:
+                    h.cast(self.widen)
         self.arrays = [h.data if h is not None else a for a, h in zip(self.arrays, self.handles)]
         pieces = pieces_of_list(self.arrays, self.handles)
         one_per_buffer = {p.buffer: p.handle for p in pieces if p.buffer is not None}
@@ -131,8 +139,9 @@ class Exchange:
     ``plans_built`` the plans made (a cache miss, or arrays that moved)."""
 
     def __init__(self, timeout: float, check_agreement: bool, segment_bytes: int,
-                 bucket_bytes: int):
+                 bucket_bytes: int, dtype=np.float32):
         self.guard = Guard(timeout)
+        self.dtype = np.dtype(dtype)  # the communicator's float type (its context's)
         self.check_agreement = check_agreement
         self.sizes = (segment_bytes, bucket_bytes)
         self.stager = Stager()
@@ -177,25 +186,28 @@ class Exchange:
         self.plans_built += 1
         return Plan(pieces, self.segment_bytes, self.bucket_bytes, device, direct_gpu)
 
-    def prepared(self, objs: tuple, operation: str) -> Prepared:
+    def prepared(self, objs: tuple, operation: str, keep_dtype: bool = False) -> Prepared:
         """The cached exchange of exactly these objects (held by the cache, so their
-        ids cannot be reused); made, with its arguments checked, on first use."""
+        ids cannot be reused); made, with its arguments checked, on first use.  Float
+        handles narrower than ``dtype`` are cast to it, unless ``keep_dtype``."""
         found = _UNHASHABLE
+        tag = (_KEEP_DTYPE,) if keep_dtype else ()
         if isinstance(objs[0], NdArray):
-            key = objs
+            key = tag + objs
             try:  # NdArray handles hash and compare by identity, in C: no id() per item
                 found = self._prepared.get(key)
             except TypeError:  # plain arrays among them
                 pass
         if found is _UNHASHABLE:  # arrays cannot be hashed (nor compared as keys): their ids
-            key = tuple(map(id, objs))
+            key = tag + tuple(map(id, objs))
             found = self._prepared.get(key)
         if found is not None:
             if found is not self._last:
                 self._prepared.move_to_end(key)
                 self._last = found
             return found
-        found = self._prepared[key] = self._last = Prepared(self, ListSource(objs, operation))
+        found = self._prepared[key] = self._last = Prepared(
+            self, ListSource(objs, operation, None if keep_dtype else self.dtype))
         self._prepared_bytes += _plain_bytes(found.source)
         while len(self._prepared) > 1 and (len(self._prepared) > PLAN_CACHE_SIZE
                                            or self._prepared_bytes > PLAN_CACHE_BYTES):
@@ -348,6 +360,11 @@ class Exchange:
 
 def _plain_bytes(source: ListSource) -> int:
     return sum(a.nbytes for a, h in zip(source.arrays, source.handles) if h is None)
+
+
+def narrower(dtype: np.dtype, than: np.dtype) -> bool:
+    """Whether ``dtype`` is a float type with fewer bits than ``than``."""
+    return dtype.kind == "f" and dtype.itemsize < than.itemsize
 
 
 def resolve(objs: list, operation: str) -> tuple[list, list]:
