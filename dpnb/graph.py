@@ -696,12 +696,17 @@ class Function:
         gys = [to_module(y.grad.data, xp) for y in outputs]
         grads = self.backward_arrays(xp, xs, ys, gys, need_grads)
         for x, gx, add, need in zip(inputs, grads, accum, need_grads):
-            if need and gx is not None:
-                gx = to_module(gx, x.grad.xp)
-                if add:
-                    x.grad.data[...] += gx
-                else:
-                    x.grad.data[...] = gx
+            if not need:
+                continue
+            if gx is None:  # no gradient flows there (running statistics): zero, as nnabla's
+                if not add:
+                    x.grad.zero()
+                continue
+            gx = to_module(gx, x.grad.xp)
+            if add:
+                x.grad.data[...] += gx
+            else:
+                x.grad.data[...] = gx
 
     def need_setup_recompute(self, output: int) -> bool:
         """Whether recomputing output ``output`` needs ``setup_recompute`` before the

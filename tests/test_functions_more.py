@@ -283,6 +283,41 @@ def test_fused_convolution_channel_last_matches_channel_first(rng):
     np.testing.assert_allclose(other.d, first.d.transpose(0, 2, 3, 1), rtol=1e-10)
 
 
+def test_fused_convolution_is_one_function_that_updates_the_statistics_once(rng):
+    x, w, z = _v(rng.randn(2, 2, 5, 5), True), _v(rng.randn(4, 2, 3, 3), True), _v(rng.randn(2, 4, 5, 5))
+    beta, gamma = _v(rng.randn(1, 4, 1, 1), True), _v(rng.rand(1, 4, 1, 1) + 0.5, True)
+    mean, var = _v(np.zeros((1, 4, 1, 1))), _v(np.ones((1, 4, 1, 1)))
+    y = F.fused_convolution(x, w, None, beta, gamma, mean, var, z, pad=(1, 1), decay_rate=0.5,
+                            nonlinearity="leaky_relu", nonlinearity_args=[0.2])
+    assert y.parent.name == "FusedConvolution" and len(y.parent.inputs) == 7
+    # nnabla 1.39's y.parent.info.args for this call (its floats are float32's)
+    assert y.parent.info.args == (
+        {"base_axis": 1, "pad": [1, 1], "stride": [1, 1], "dilation": [1, 1], "group": 1,
+         "channel_last": False, "decay_rate": 0.5, "eps": 1e-05, "batch_stat": True,
+         "nonlinearity": "leaky_relu", "nonlinearity_args": [0.2], "pad_mode": "constant",
+         "constant_value": 0.0})
+    y.forward()
+    conv = F.convolution(x, w, pad=(1, 1))
+    conv.forward()
+    batch_mean = conv.d.mean(axis=(0, 2, 3), keepdims=True)
+    np.testing.assert_allclose(mean.d, 0.5 * batch_mean, rtol=1e-12)
+    y.backward(rng.randn(*y.shape))  # computes the stages again: the statistics stay
+    np.testing.assert_allclose(mean.d, 0.5 * batch_mean, rtol=1e-12)
+
+
+def test_fused_convolution_gradients_by_finite_differences(rng):
+    stats = [rng.randn(1, 3, 1, 1), rng.rand(1, 3, 1, 1) + 0.5, rng.randn(1, 3, 1, 1),
+             rng.rand(1, 3, 1, 1) + 0.5]
+    check_grad(lambda x, w, beta, gamma, mean, var, z: F.fused_convolution(
+        x, w, None, beta, gamma, mean, var, z, pad=(1, 0, 2, 1), pad_mode="reflect",
+        batch_stat=False, nonlinearity="tanh"),
+        [rng.randn(2, 2, 4, 4), rng.randn(3, 2, 3, 3), *stats, rng.randn(2, 3, 3, 5)],
+        need_grad=[True] * 4 + [False] * 2 + [True])  # running statistics: no gradient, as nnabla's
+    check_grad(lambda x, w, b: F.fused_convolution(x, w, b, stride=(2, 1), nonlinearity="elu",
+                                                   nonlinearity_args=[0.7]),
+               [rng.randn(2, 2, 5, 5), rng.randn(3, 2, 3, 3), rng.randn(3)])
+
+
 @pytest.mark.parametrize("options, message", [
     ({"bias": True, "bn": True}, "bias and a batch normalization cannot be combined"),
     ({"gamma_only": True}, "beta, gamma, mean and variance together"),

@@ -7,16 +7,16 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import DpnbError
 from ..graph import Function, Variable
-from .activation import elu, leaky_relu, relu, relu6, sigmoid, tanh
-from .array import pad as pad_array
+from .activation import ELU, LeakyReLU, ReLU, ReLU6, Sigmoid, Tanh
+from .array import Pad
 from .base import argument_error, base_axis_of, default_outputs, int_tuple, workspace
-from .math import add2
-from .normalization import batch_normalization
+from .normalization import BatchNormalization
 from .specs import Export, FunctionSpec, Params, call, ints, plain
 
 __all__ = ["affine", "convolution", "deconvolution", "depthwise_convolution",
@@ -610,34 +610,179 @@ def depthwise_deconvolution(x: Variable, weight: Variable, bias: Variable | None
     return DepthwiseDeconvolution(base_axis, pad, stride, dilation, divisor)(*inputs)
 
 
-# fused_convolution's activations: the function and how many nonlinearity_args it takes
+# fused_convolution's activations: the class and how many nonlinearity_args it takes
 _NONLINEARITIES = {
-    "identity": (lambda h: h, 0), "relu": (relu, 0), "sigmoid": (sigmoid, 0),
-    "tanh": (tanh, 0), "leaky_relu": (leaky_relu, 1), "elu": (elu, 1), "relu6": (relu6, 0),
+    "identity": (None, 0), "relu": (ReLU, 0), "sigmoid": (Sigmoid, 0), "tanh": (Tanh, 0),
+    "leaky_relu": (LeakyReLU, 1), "elu": (ELU, 1), "relu6": (ReLU6, 0),
 }
+_FUSED_ROLES = ("bias", "beta", "gamma", "mean", "variance", "z")  # the optional inputs, in order
+_NORM_ROLES = ("beta", "gamma", "mean", "variance")
 
 
-def _fused_pad(x: Variable, pad, n: int, channel_last: bool, pad_mode: str,
+class _Shaped(NamedTuple):
+    """What the stages' ``output_specs`` read of an intermediate result."""
+
+    shape: tuple
+    dtype: np.dtype
+    parent: None = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+def _fused_convolution_params(fn) -> Params:
+    geometry = fn.conv.geometry
+    pad = geometry.pad if fn.pad_given is None else fn.pad_given  # as given: F.pad's widths too
+    return {"base_axis": int(fn.axis), "pad": ints(pad), "stride": ints(geometry.stride),
+            "dilation": ints(geometry.dilation), "group": geometry.group,
+            "channel_last": fn.channel_last, "decay_rate": fn.decay_rate, "eps": fn.eps,
+            "batch_stat": fn.batch_stat, "nonlinearity": fn.nonlinearity,
+            "nonlinearity_args": [float(a) for a in fn.nonlinearity_args],
+            "pad_mode": fn.pad_mode, "constant_value": fn.constant_value}
+
+
+def _fused_convolution(xs, p, n):
+    """The inputs a file lists are those given: x, weight, then bias (one axis) or the
+    four statistics' parameters, then z."""
+    x, weight, *rest = xs
+    bias = rest.pop(0) if rest and rest[0].ndim == 1 else None
+    norm = rest[:4] if len(rest) >= 4 else [None] * 4
+    z = rest[-1] if len(rest) in (1, 5) else None
+    return fused_convolution(x, weight, bias, *norm, z, p["base_axis"], p["pad"], p["stride"],
+                             p["dilation"], p["group"], p["channel_last"], p["decay_rate"],
+                             p["eps"], p["batch_stat"], p["nonlinearity"],
+                             p["nonlinearity_args"], p["pad_mode"], p["constant_value"])
+
+
+class FusedConvolution(Function):
+    """nonlinearity(batch_normalization(convolution(pad(x), weight, bias)) + z) as one
+    function, as nnabla's: the stages are dpnb's own functions run on arrays.  Backward
+    computes them again from the inputs (the batch statistics without folding them into
+    the running ones a second time) and goes back through them, so that forward keeps
+    nothing but the output."""
+
+    nnabla_spec = FunctionSpec("FusedConvolution", "fused_convolution_param",
+                               ("base_axis", "pad", "stride", "dilation", "group",
+                                "channel_last", "decay_rate", "eps", "batch_stat",
+                                "nonlinearity", "nonlinearity_args", "pad_mode",
+                                "constant_value"),
+                               _fused_convolution_params, _fused_convolution)
+
+    def __init__(self, roles: Sequence[str], base_axis: int, pad, stride, dilation, group: int,
+                 channel_last: bool, decay_rate: float, eps: float, batch_stat: bool,
+                 nonlinearity: str, nonlinearity_args: Sequence[float], pad_mode: str,
+                 constant_value: float):
+        self.roles = tuple(roles)  # which of _FUSED_ROLES follow x and weight in the inputs
+        self.base_axis, self.pad_given, self.stride = base_axis, pad, stride
+        self.dilation, self.group, self.channel_last = dilation, group, bool(channel_last)
+        self.decay_rate, self.eps, self.batch_stat = float(decay_rate), float(eps), bool(batch_stat)
+        self.nonlinearity, self.nonlinearity_args = nonlinearity, list(nonlinearity_args)
+        self.pad_mode, self.constant_value = pad_mode, float(constant_value)
+        if self.batch_stat and "mean" in self.roles:
+            self.updated_inputs = (2 + self.roles.index("mean"), 2 + self.roles.index("variance"))
+        activation, _ = _NONLINEARITIES[nonlinearity]
+        self.activation = None if activation is None else activation(*self.nonlinearity_args)
+
+    def output_specs(self, inputs):
+        x, weight, given = inputs[0], inputs[1], dict(zip(self.roles, inputs[2:]))
+        self.axis = base_axis_of(self, self.base_axis, x.ndim)
+        widths, conv_pad = _fused_pad(self, self.pad_given, x.ndim - self.axis - 1,
+                                      self.channel_last, self.pad_mode, self.constant_value)
+        self.padder = None if widths is None else Pad(widths, self.pad_mode, self.constant_value)
+        h = x if self.padder is None else _Shaped(*self.padder.output_specs([x])[0])
+        self.conv = Convolution(self.base_axis, conv_pad, self.stride, self.dilation, self.group,
+                                self.channel_last)
+        bias = [given["bias"]] if "bias" in given else []
+        h = _Shaped(*self.conv.output_specs([h, weight, *bias])[0])
+        self.norm = None
+        if "beta" in given:
+            channel = h.ndim - 1 if self.channel_last else self.axis
+            self.norm = BatchNormalization(_NORM_ROLES, (channel,), self.decay_rate, self.eps,
+                                           self.batch_stat, False)
+            # as nnabla's, the running statistics may be any variables (a test's identities)
+            h = _Shaped(*self.norm.output_specs(
+                [h, *(_Shaped(given[r].shape, given[r].dtype) for r in _NORM_ROLES)])[0])
+        if "z" in given and given["z"].shape != h.shape:
+            raise self.error(f"z must have the convolution's output shape {h.shape} (the "
+                             f"residual added before the nonlinearity), got {given['z'].shape}")
+        return [(h.shape, h.dtype)]
+
+    def _stages(self, xp, xs, update: bool) -> tuple:
+        """(padded x, convolution, normalization, sum with z, output) of ``xs``; with
+        ``update``, batch statistics fold into the running ones, as forward does."""
+        x, weight, given = xs[0], xs[1], dict(zip(self.roles, xs[2:]))
+        padded = x if self.padder is None else self.padder.forward_arrays(xp, [x])[0]
+        bias = [given["bias"]] if "bias" in given else []
+        convolved = self.conv.forward_arrays(xp, [padded, weight, *bias])[0]
+        normalized = convolved
+        if self.norm is not None:
+            # the running statistics' variables, which batch normalization updates
+            self.norm.inputs = [None, *(self.inputs[2 + self.roles.index(r)]
+                                        for r in _NORM_ROLES)] if update else []
+            normalized = self.norm.forward_arrays(
+                xp, [convolved, *(given[r] for r in _NORM_ROLES)])[0]
+        summed = normalized + given["z"] if "z" in given else normalized
+        y = summed if self.activation is None else self.activation.forward_arrays(xp, [summed])[0]
+        return padded, convolved, normalized, summed, y
+
+    def forward_arrays(self, xp, xs):
+        return (self._stages(xp, xs, update=True)[-1],)
+
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
+        padded, convolved, normalized, summed, y = self._stages(xp, xs, update=False)
+        need = dict(zip(("x", "weight", *self.roles), need_grads))
+        grads = {}
+        g = gys[0]
+        if self.activation is not None:
+            g = self.activation.backward_arrays(xp, [summed], [y], [g], [True])[0]
+        if need.get("z"):
+            grads["z"] = g
+        through_conv = need["x"] or need["weight"] or need.get("bias", False)
+        if self.norm is not None:
+            given = dict(zip(self.roles, xs[2:]))
+            norm_grads = self.norm.backward_arrays(
+                xp, [convolved, *(given[r] for r in _NORM_ROLES)], [normalized], [g],
+                [through_conv, *(need[r] for r in _NORM_ROLES)])
+            g = norm_grads[0]
+            grads.update(zip(_NORM_ROLES, norm_grads[1:]))
+        if through_conv:
+            bias = [xs[2]] if "bias" in self.roles else []
+            conv_grads = self.conv.backward_arrays(
+                xp, [padded, xs[1], *bias], None, [g],
+                [need["x"], need["weight"], *([need["bias"]] if bias else [])])
+            grads["weight"] = conv_grads[1]
+            if bias:
+                grads["bias"] = conv_grads[2]
+            g = conv_grads[0]
+            if need["x"]:
+                grads["x"] = g if self.padder is None else self.padder.backward_arrays(
+                    xp, [xs[0]], None, [g], [True])[0]
+        return tuple(grads.get(name) for name in ("x", "weight", *self.roles))
+
+
+def _fused_pad(fn: Function, pad, n: int, channel_last: bool, pad_mode: str,
                constant_value: float):
-    """(the input to convolve, the convolution's own pad): a pad of one entry per spatial
-    axis is the convolution's where it pads with zeros, else (and a pad of two entries
-    per axis always) F.pad's widths, as in nnabla."""
-    owner = "F.fused_convolution"
+    """(F.pad's widths or None, the convolution's own pad): a pad of one entry per
+    spatial axis is the convolution's where it pads with zeros, else (and a pad of two
+    entries per axis always) F.pad's widths, as in nnabla."""
     if pad is None:
-        return x, None
+        return None, None
     given = tuple(pad) if isinstance(pad, (tuple, list)) else (pad,)
     if len(given) == n and pad_mode == "constant" and constant_value == 0:
-        return x, given
+        return None, given
     if len(given) == n:
         widths = tuple(w for p in given for w in (p, p))
     elif len(given) == 2 * n:
         widths = given
     else:
-        raise argument_error(owner, f"pad must have {n} entries (one per spatial axis) or "
-                                    f"{2 * n} (before and after each), got {pad!r}")
-    if channel_last:
-        widths += (0, 0)
-    return pad_array(x, widths, pad_mode, constant_value), None
+        raise fn.error(f"pad must have {n} entries (one per spatial axis) or {2 * n} (before "
+                       f"and after each), got {pad!r}")
+    return (widths + (0, 0) if channel_last else widths), None
 
 
 def fused_convolution(x: Variable, weight: Variable, bias: Variable | None = None,
@@ -651,11 +796,11 @@ def fused_convolution(x: Variable, weight: Variable, bias: Variable | None = Non
                       nonlinearity_args: Sequence[float] = [], pad_mode: str = "constant",
                       constant_value: float = 0, n_outputs: int = -1,
                       outputs=None) -> Variable:
-    """nonlinearity(batch_normalization(convolution(pad(x), weight, bias)) + z), as nnabla
-    composes it: the batch normalization (beta, gamma, mean and variance together, over
-    the channel axis; excludes ``bias``) and the residual ``z`` are optional; the
-    nonlinearity is identity, relu, sigmoid, tanh, leaky_relu [alpha], elu [alpha] or
-    relu6 with its ``nonlinearity_args``."""
+    """nonlinearity(batch_normalization(convolution(pad(x), weight, bias)) + z), one
+    function as nnabla's: the batch normalization (beta, gamma, mean and variance
+    together, over the channel axis; excludes ``bias``) and the residual ``z`` are
+    optional; the nonlinearity is identity, relu, sigmoid, tanh, leaky_relu [alpha],
+    elu [alpha] or relu6 with its ``nonlinearity_args``."""
     owner = "F.fused_convolution"
     default_outputs(owner, n_outputs, outputs)
     norm = (beta, gamma, mean, variance)
@@ -668,22 +813,15 @@ def fused_convolution(x: Variable, weight: Variable, bias: Variable | None = Non
     if nonlinearity not in _NONLINEARITIES:
         raise argument_error(owner, f"nonlinearity must be one of {', '.join(_NONLINEARITIES)}, "
                                     f"got {nonlinearity!r}")
-    activate, arity = _NONLINEARITIES[nonlinearity]
-    args = list(nonlinearity_args)
-    if len(args) != arity:
+    arity = _NONLINEARITIES[nonlinearity][1]
+    if len(list(nonlinearity_args)) != arity:
         raise argument_error(owner, f"nonlinearity {nonlinearity!r} takes {arity} "
-                                    f"nonlinearity_args, got {args!r}")
-    axis = base_axis_of(owner, base_axis, x.ndim)
-    n = x.ndim - axis - 1
-    h, conv_pad = _fused_pad(x, pad, n, channel_last, pad_mode, constant_value)
-    h = convolution(h, weight, bias, base_axis, conv_pad, stride, dilation, group, channel_last)
-    if beta is not None:
-        channel = h.ndim - 1 if channel_last else axis
-        h = batch_normalization(h, beta, gamma, mean, variance, (channel,), decay_rate, eps,
-                                batch_stat)
-    if z is not None:
-        h = add2(h, z)
-    return activate(h, *args)
+                                    f"nonlinearity_args, got {list(nonlinearity_args)!r}")
+    given = dict(zip(_FUSED_ROLES, (bias, *norm, z)))
+    roles = [role for role, v in given.items() if v is not None]
+    return FusedConvolution(roles, base_axis, pad, stride, dilation, group, channel_last,
+                            decay_rate, eps, batch_stat, nonlinearity, nonlinearity_args,
+                            pad_mode, constant_value)(x, weight, *(given[r] for r in roles))
 
 
 def _pairs(owner: Function, name: str, value, minimum: int) -> tuple[int, int]:
