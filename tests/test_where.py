@@ -1,10 +1,9 @@
 """``dpnb.where()`` and ``%dpnb where`` on a real 2-engine cluster: idle engines, a pure
 Python loop, a NumPy loop and a collective one rank never joins, all answered within
 2 s while the cell runs; a stopped and a killed engine reported as not answering.
-The parsing of faulthandler's text is checked against dumps of this process."""
+How the stacks are taken is checked in this process and in one that signals itself."""
 from __future__ import annotations
 
-import faulthandler
 import json
 import os
 import signal
@@ -20,7 +19,8 @@ import pytest
 
 import dpnb
 from dpnb.cluster import Cluster
-from dpnb.cluster.stack_dumps import COLLECTIVE, DPNB, PLUMBING, USER, classify, parse_dump
+from dpnb.cluster.stack_dumps import (COLLECTIVE, DPNB, LIBRARY, MAX_FRAMES, PLUMBING, USER,
+                                     classify, thread_stacks)
 from dpnb.errors import DpnbError
 from dpnb.notebook.stacks import Frame, RankStack, Stacks, ThreadStack
 
@@ -253,53 +253,77 @@ def test_killed_engine_is_reported_not_raised(cluster):
     assert "rank 1: " in stacks.stacks[1]
 
 
-# -- faulthandler's text, without a cluster ------------------------------------------------
+# -- the stacks of this process, without a cluster ------------------------------------
 
-def dump_of_this_process() -> str:
-    with tempfile.TemporaryFile("w+") as f:
-        faulthandler.dump_traceback(f, all_threads=True)
-        f.seek(0)
-        return f.read()
+PREFIXES = ("/nowhere/communicators/", "/nowhere/", (), ())
 
 
-def test_parse_dump_of_this_process():
+def recurse(depth: int, stop: threading.Event) -> None:
+    if depth:
+        recurse(depth - 1, stop)
+    else:
+        stop.wait()
+
+
+def test_thread_stacks_of_this_process():
     stop = threading.Event()
     helper = threading.Thread(target=stop.wait, name="helper")
+    deep = threading.Thread(target=recurse, args=(150, stop), name="deep")
     helper.start()
+    deep.start()
     try:
-        text = dump_of_this_process()
+        time.sleep(0.2)
+        threads = {t["name"]: t for t in thread_stacks(PREFIXES)}
     finally:
         stop.set()
         helper.join()
-    threads = parse_dump(text)
-    idents = [ident for ident, _, _ in threads]
-    assert threading.main_thread().ident in idents and helper.ident in idents
-    main = {ident: frames for ident, frames, _ in threads}[threading.get_ident()]
-    assert main[0][2] == "dump_of_this_process" and main[1][2] == "test_parse_dump_of_this_process"
-    assert main[0][0] == __file__ and isinstance(main[0][1], int)
-    helper_frames = {i: f for i, f, _ in threads}[helper.ident]
-    assert any(fn == "wait" for _, _, fn in helper_frames)
-    assert [ident for ident, _, _ in parse_dump(text + "\n" + text)] == idents  # the last dump
+        deep.join()
+    main = threads["MainThread"]
+    assert main["main"] and not threads["helper"]["main"] and not main["cut"]
+    assert main["frames"][0][2] == "thread_stacks"  # the one taking them
+    file, line, function, kind = main["frames"][1]
+    assert (file, function, kind) == (__file__, "test_thread_stacks_of_this_process", USER)
+    assert isinstance(line, int)
+    assert any(f[2] == "wait" for f in threads["helper"]["frames"])
+    assert threads["deep"]["cut"] and len(threads["deep"]["frames"]) == MAX_FRAMES
+    assert threads["deep"]["frames"][0][2] == "wait"  # innermost first
 
 
-def test_parse_dump_cut_and_unknown_lines():
-    text = ("Thread 0x00000000000000ab (most recent call first):\n"
-            '  File "/a/b.py", line ??? in f\n'
-            "  ...\n\n"
-            "Current thread 0x00000000000000cd (most recent call first):\n"
-            "  <no Python frame>\n")
-    assert parse_dump(text) == [(0xab, [("/a/b.py", None, "f")], True), (0xcd, [], False)]
-    assert parse_dump("garbage\n") == []
+# A process that installs a dumper (publishing into a list), then spins in Python while
+# it signals itself from another thread: the dump comes while the loop runs.
+SIGNALLED_WHILE_BUSY = """
+import os, signal, threading, time
+from dpnb.cluster import stack_dumps
+dumps = []
+dumper = stack_dumps.StackDumper(getattr(signal, stack_dumps.SIGNAL), dumps.append)
+def spin_in_python():
+    end = time.monotonic() + 20
+    while not dumps and time.monotonic() < end:
+        pass
+threading.Timer(0.3, os.kill, (os.getpid(), dumper.signum)).start()
+spin_in_python()
+main = next(t for t in dumps[0] if t["main"])
+print(main["frames"][0][2], len(dumps))
+"""
+
+
+def test_a_signal_gets_the_stacks_while_python_runs():
+    out = subprocess.run([sys.executable, "-c", SIGNALLED_WHILE_BUSY], capture_output=True,
+                         text=True, timeout=TIMEOUT, check=True)
+    assert out.stdout.split() == ["spin_in_python", "1"], out
 
 
 def test_classify_frames():
-    prefixes = ("/x/dpnb/communicators/", "/x/dpnb/", ("/site/ipykernel/", "/lib/threading.py"))
+    prefixes = ("/x/dpnb/communicators/", "/x/dpnb/", ("/site/ipykernel/", "/lib/threading.py"),
+                ("/site/", "/lib/"))
     assert classify("/x/dpnb/communicators/communicator.py", prefixes) == COLLECTIVE
     assert classify("/x/dpnb/functions/math.py", prefixes) == DPNB
     assert classify("/site/ipykernel/kernelbase.py", prefixes) == PLUMBING
     assert classify("/lib/threading.py", prefixes) == PLUMBING
     assert classify("<frozen runpy>", prefixes) == PLUMBING
     assert classify("/tmp/ipykernel_12/345.py", prefixes) == USER
+    assert classify("/site/numpy/_core/_methods.py", prefixes) == LIBRARY
+    assert classify("/lib/json/decoder.py", prefixes) == LIBRARY
 
 
 def test_summary_of_one_rank():

@@ -30,7 +30,8 @@ _SILENT = ("An engine that received the signal but sent nothing is stopped, in o
 
 @dataclasses.dataclass(frozen=True)
 class Frame:
-    """One frame: where it is, the function, and its kind (user, collective, dpnb, plumbing)."""
+    """One frame: where it is, the function, and its kind (user, collective, dpnb, library,
+    plumbing)."""
 
     file: str
     line: int | None
@@ -50,7 +51,7 @@ class Frame:
 @dataclasses.dataclass
 class ThreadStack:
     """One thread of an engine: its name, whether it is the main thread, its frames
-    (innermost first) and whether faulthandler cut them short."""
+    (innermost first) and whether they were cut short (past ``MAX_FRAMES``)."""
 
     ident: int
     name: str
@@ -80,7 +81,7 @@ class RankStack:
     @property
     def innermost(self) -> list[Frame]:
         """The main thread's innermost frames worth showing: the user's where there are
-        any, else dpnb's; never the kernel's and messaging plumbing."""
+        any, else dpnb's and the libraries'; never the kernel's and messaging plumbing."""
         frames = self.main.frames if self.main else []
         shown = [f for f in frames if f.kind == USER] or [f for f in frames if f.kind != PLUMBING]
         return shown[:SHOWN_FRAMES]
@@ -94,7 +95,7 @@ class RankStack:
 
     @property
     def text(self) -> str:
-        """Every thread's stack, innermost call first, as faulthandler took it."""
+        """Every thread's stack, innermost call first, as the engine took it."""
         who = f"rank {self.rank}" + (f" (host {self.host}, pid {self.pid})" if self.pid else "")
         if not self.answered:
             return f"{who}: {self.state}" + (f"\n{self.note}" if self.note else "")
