@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..errors import DpnbValueError
 from ..graph import Function, Variable
 from .base import (
     Binary,
@@ -622,9 +623,9 @@ def clip_by_norm(x: Variable, clip_norm: Variable | float,
     norm = pow_scalar(reduce_sum(pow_scalar(x, 2.0), axes, True), 0.5)
     if isinstance(clip_norm, Variable):
         return x * clip_norm / maximum2(norm, clip_norm)
-    if not _is_number(clip_norm) or not clip_norm > 0:
-        raise argument_error("F.clip_by_norm", f"clip_norm must be a positive number or an "
-                                               f"nn.Variable, got {clip_norm!r}")
+    if not _is_number(clip_norm) or not clip_norm > 0:  # a ValueError, as nnabla's
+        raise DpnbValueError(f"F.clip_by_norm: clip_norm must be a positive number or an "
+                             f"nn.Variable, got {clip_norm!r}")
     return x * clip_norm / maximum_scalar(norm, clip_norm)
 
 
