@@ -88,7 +88,7 @@ def test_tutorial_restart_and_run_all(lab, page, name):
     assert not any(steps.DONE_PROMPT.match(p) for p in steps.prompts(page))
     start = time.monotonic()
     steps.menu(page, "Kernel", "Restart Kernel and Run All Cells")
-    steps.accept_dialog(page)
+    steps.accept_dialog(page, "Restart Kernel?")
     waited = steps.wait_all_run(page, sorted(kinds), timeout=240)
     page.shots("run_all_done")
     done = time.monotonic()

@@ -59,6 +59,7 @@ class Lab:
              f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
              f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}",
              "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+             "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: its restored promise
              *(["--allow-root"] if os.geteuid() == 0 else [])],
             cwd=root, env=env, stdout=self._log_file, stderr=subprocess.STDOUT)
         self._wait_ready(timeout=90)

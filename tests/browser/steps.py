@@ -28,8 +28,13 @@ class Shots:
 
 
 def open_notebook(page, lab, name: str, workspace: str) -> None:
-    """Open a notebook in a workspace of its own (no tabs restored from an earlier test)."""
+    """Open a notebook in a workspace of its own (no tabs restored from an earlier test),
+    and wait until JupyterLab has restored its layout: what a test does before that can
+    be undone by the restoration (a loaded machine once showed the file's stored outputs
+    after the test had cleared them and run every cell)."""
     page.goto(lab.url(f"lab/workspaces/{workspace}/tree/{name}"))
+    page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
+    page.evaluate("() => window.jupyterapp.restored.then(() => true)")
     page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
     wait_kernel_idle(page)
 
@@ -48,9 +53,17 @@ def menu(page, *labels: str) -> None:
                      has_text=re.compile(f"^{re.escape(label)}")).first.click()
 
 
-def accept_dialog(page, timeout: float = 10) -> None:
-    page.locator(".jp-Dialog .jp-Dialog-button.jp-mod-accept").click(timeout=timeout * 1000)
-    page.locator(".jp-Dialog").wait_for(state="detached", timeout=timeout * 1000)
+def accept_dialog(page, title: str, timeout: float = 10) -> None:
+    """Accept the dialog titled ``title``; another dialog in its place is an error that
+    says what it asked."""
+    dialog = page.locator(".jp-Dialog")
+    dialog.wait_for(timeout=timeout * 1000)
+    shown = dialog.locator(".jp-Dialog-header").inner_text().strip()
+    if shown != title:
+        raise AssertionError(f"expected the dialog {title!r}, JupyterLab shows {shown!r}: "
+                             f"{dialog.locator('.jp-Dialog-body').inner_text()[:300]}")
+    dialog.locator(".jp-Dialog-button.jp-mod-accept").click(timeout=timeout * 1000)
+    dialog.wait_for(state="detached", timeout=timeout * 1000)
 
 
 def cells(page):
