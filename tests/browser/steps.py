@@ -29,14 +29,33 @@ class Shots:
 
 def open_notebook(page, lab, name: str, workspace: str) -> None:
     """Open a notebook in a workspace of its own (no tabs restored from an earlier test),
-    and wait until JupyterLab has restored its layout: what a test does before that can
-    be undone by the restoration (a loaded machine once showed the file's stored outputs
-    after the test had cleared them and run every cell)."""
+    and wait until JupyterLab has restored its layout and the notebook's kernel is idle.
+    Acting earlier failed on a loaded machine: a "Select Kernel" dialog took the clicks,
+    and a run of every cell once looked done in 0.8 s, with the file's stored outputs."""
     page.goto(lab.url(f"lab/workspaces/{workspace}/tree/{name}"))
     page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
     page.evaluate("() => window.jupyterapp.restored.then(() => true)")
     page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
-    wait_kernel_idle(page)
+    # Where the kernel specs come late (a loaded machine), JupyterLab asks which kernel to
+    # start, with the notebook's own selected: a person clicks Select.
+    asked = page.locator(".jp-Dialog", has=page.locator(".jp-Dialog-header",
+                                                         has_text="Select Kernel"))
+    deadline = time.monotonic() + 60
+    while page.evaluate(_KERNEL_STATUS) != "idle":
+        if asked.count():
+            accept_dialog(page, "Select Kernel")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the kernel of {name} was not idle 60 s after opening it")
+        time.sleep(0.2)
+
+
+# The status of the current notebook's kernel, null while it has none.
+_KERNEL_STATUS = """() => {
+    const widget = window.jupyterapp.shell.currentWidget;
+    const kernel = widget && widget.sessionContext && widget.sessionContext.session
+        && widget.sessionContext.session.kernel;
+    return kernel ? kernel.status : null;
+}"""
 
 
 def wait_kernel_idle(page, timeout: float = 60) -> None:
