@@ -509,8 +509,8 @@ def broadcast(x: Variable, shape: Sequence[int], n_outputs: int = -1, outputs=No
 
 class BroadcastTo(Function):
     """``y`` broadcast to the shape of ``x``, its axes matched to those of ``x`` from
-    ``axis`` on (default: the trailing ones).  The gradient goes to ``y`` (nnabla has
-    none); ``x`` gives only its shape."""
+    ``axis`` on (default, and any negative axis as in nnabla: the trailing ones).  The
+    gradient goes to ``y`` (nnabla has none); ``x`` gives only its shape."""
 
     nnabla_spec = FunctionSpec("BroadcastTo", "broadcast_to_param", ("axis",),
                                attrs(axis=lambda fn: none_to(fn.axis, -1)),
@@ -525,7 +525,9 @@ class BroadcastTo(Function):
         x, y = inputs
         if y.ndim > x.ndim:
             raise self.error(f"y of shape {y.shape} has more axes than x of shape {x.shape}")
-        axis = x.ndim - y.ndim if self.axis is None or self.axis == -1 else self.axis
+        axis = self.axis
+        if axis is None or isinstance(axis, (int, np.integer)) and axis < 0:
+            axis = x.ndim - y.ndim
         if not isinstance(axis, (int, np.integer)) or not 0 <= axis <= x.ndim - y.ndim or \
                 x.shape[axis:axis + y.ndim] != y.shape:
             raise self.error(f"y of shape {y.shape} must equal the axes of x {x.shape} from "
