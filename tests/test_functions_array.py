@@ -355,3 +355,15 @@ def test_backward_of_a_function_without_gradient_is_zero():
     np.testing.assert_array_equal(x.g, 5.0)
     y.parent.backward([x], [y], [False])
     np.testing.assert_array_equal(x.g, 0.0)
+
+
+# What nnabla 1.39 does with these (recorded by hand with its F.split): an empty axis at or
+# after the split axis is refused; an empty axis before it is not.
+@pytest.mark.parametrize("shape, axis, outputs", [((1, 6, 0), 1, None), ((1, 6, 0), 2, None),
+                                                  ((2, 0), 0, None), ((0, 6), 1, 6)])
+def test_split_of_empty_axes_as_nnabla(shape, axis, outputs):
+    if outputs is None:
+        with pytest.raises(RuntimeError, match=r"cannot split x of shape .* is empty"):
+            F.split(nn.Variable(shape), axis=axis)
+    else:
+        assert [y.shape for y in F.split(nn.Variable(shape), axis=axis)] == [(0,)] * outputs

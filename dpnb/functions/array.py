@@ -316,6 +316,9 @@ class Split(Function):
     def output_specs(self, inputs):
         (x,) = inputs
         self.axis = one_axis(self, self.axis, x.ndim)
+        if 0 in x.shape[self.axis:]:  # as nnabla's, which refuses these
+            raise self.error(f"cannot split x of shape {x.shape} along axis {self.axis}: that "
+                             "axis or one after it is empty (nnabla refuses this too)")
         shape = x.shape[:self.axis] + x.shape[self.axis + 1:]
         return [(shape, x.dtype)] * x.shape[self.axis]
 
