@@ -6,27 +6,34 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from numbers import Integral, Real
 from types import ModuleType
 
 import numpy as np
 
 from .context import Context, array_module_of, get_current_context, to_module
-from .errors import DpnbError, DpnbValueError
+from .errors import DpnbError, DpnbTypeError, DpnbValueError
 
 _MODES = ("r", "w", "rw")
 
 
-def _as_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
-    """``shape`` as a tuple of non-negative ints (an int is a 1-d shape, as in nnabla)."""
+def as_shape(shape: int | Sequence[int], what: str = "a shape") -> tuple[int, ...]:
+    """``shape`` as a tuple of non-negative ints (an int is a 1-d shape, as in nnabla);
+    a size that is not a whole number is refused, where nnabla would truncate it."""
+    dims = (shape,) if isinstance(shape, (Integral, Real)) else shape
     try:
-        if isinstance(shape, (int, np.integer)):
-            dims = (int(shape),)
-        else:
-            dims = tuple(int(s) for s in shape)
+        dims = tuple(dims)
     except TypeError:
-        raise DpnbError(f"a shape must be an int or a sequence of ints, got {shape!r}") from None
+        raise DpnbTypeError(f"{what} must be an int or a sequence of ints, got {shape!r}; "
+                            "pass e.g. (2, 3)") from None
+    for axis, size in enumerate(dims):
+        if not isinstance(size, (Integral, Real)) or isinstance(size, (bool, np.bool_)) \
+                or int(size) != size:
+            raise DpnbTypeError(f"{what} must hold whole numbers, got {size!r} at axis {axis} "
+                                f"of {shape!r}; pass ints (e.g. int(n) or n // 2)")
+    dims = tuple(int(s) for s in dims)
     if any(s < 0 for s in dims):
-        raise DpnbError(f"a shape must have non-negative sizes, got {dims}")
+        raise DpnbError(f"{what} must have non-negative sizes, got {dims}")
     return dims
 
 
@@ -57,7 +64,7 @@ class NdArray:
             ctx = get_current_context()
             dtype = ctx.dtype if dtype is None else dtype
             xp = ctx.xp if xp is None else xp
-        self._shape = _as_shape(shape)
+        self._shape = as_shape(shape)
         self._size = math.prod(self._shape)
         self._dtype = np.dtype(dtype)
         self._xp = xp
@@ -121,11 +128,10 @@ class NdArray:
         dtype, as nnabla's assignments to ``.d`` and ``.g`` do."""
         if isinstance(value, NdArray):
             value = value.data
-        if np.isscalar(value) or getattr(value, "ndim", None) == 0:
+        if isinstance(value, (Real, complex, np.number, np.bool_)):
             self.data[...] = value
             return
-        value_xp = array_module_of(value) if hasattr(value, "shape") else np
-        value = to_module(value_xp.asarray(value), self._xp)
+        value = to_module(self._numbers(value), self._xp)
         try:
             value = self._xp.broadcast_to(value, self._shape)
         except ValueError:
@@ -134,6 +140,23 @@ class NdArray:
                 f"of shape {self._shape}: it does not broadcast; reshape the value, or create "
                 "the variable with the new shape") from None
         self.data[...] = value
+
+    def _numbers(self, value):
+        """``value`` as an array of numbers in its own array module, or an error naming
+        what it is."""
+        xp = array_module_of(value) if hasattr(value, "shape") else np
+        try:
+            array = xp.asarray(value)
+        except ValueError as e:  # a ragged list
+            raise DpnbValueError(f"cannot assign {type(value).__name__} to "
+                                 f"{self.owner or 'an array'}: it is not a rectangular array "
+                                 f"of numbers ({e}); give a NumPy array of shape "
+                                 f"{self._shape}") from None
+        if array.dtype.kind not in "biufc":
+            raise DpnbTypeError(f"cannot assign {value!r:.60} ({type(value).__name__}) to "
+                                f"{self.owner or 'an array'}: expected numbers (an array, a "
+                                "list of numbers or a scalar); convert it first")
+        return array
 
     def get_data(self, mode: str = "rw", dtype=None):
         """The backing array for reading (``"r"``: read-only where the array module
@@ -199,7 +222,7 @@ class NdArray:
 
     def view(self, shape: Sequence[int]) -> "NdArray":
         """An NdArray of ``shape`` (the same number of elements) over the same memory."""
-        shape = _as_shape(shape)
+        shape = as_shape(shape)
         if math.prod(shape) != self._size:
             raise DpnbError(f"view: shape {shape} holds {math.prod(shape)} elements, but "
                             f"{self.owner or 'this array'} of shape {self._shape} has {self._size}")
@@ -250,7 +273,7 @@ class NdArray:
     def reset_shape(self, shape: Sequence[int], force: bool = False) -> None:
         """Give this array a new shape: the same values if the size is unchanged,
         else (only with ``force``) a new, zero-filled array."""
-        shape = _as_shape(shape)
+        shape = as_shape(shape)
         size = math.prod(shape)
         if size == self._size:
             if self._array is not None:

@@ -13,6 +13,7 @@ from .context import get_current_context, to_module
 from .errors import DpnbError
 from .fileio import describe, file_format
 from .graph import Variable, get_no_grad, no_grad  # noqa: F401 (nnabla.parameter.no_grad)
+from .ndarray import as_shape
 from .proto import nnabla_pb2, parameter_files
 from .storage import clear_storages, storage_for
 
@@ -120,7 +121,7 @@ def _is_array(value) -> bool:
 def _initial_value(name: str, shape: Sequence[int] | None, initializer):
     """The initial array of a new parameter, checked against ``shape``."""
     if shape is not None:
-        shape = tuple(int(s) for s in shape)
+        shape = as_shape(shape, f"the shape of parameter {name!r}")
     if _is_array(initializer):
         value = initializer
     elif initializer is not None and not callable(initializer):

@@ -165,6 +165,30 @@ def test_assignment_copies_with_a_cast_and_checks_the_shape():
     assert float(x.g.sum()) == 9.0
 
 
+@pytest.mark.parametrize("value, error, match", [
+    ("abc", TypeError, r"cannot assign 'abc' \(str\) to .*expected numbers"),
+    (None, TypeError, r"cannot assign None \(NoneType\)"),
+    ([[1, 2], [3]], ValueError, r"not a rectangular array of numbers.*shape \(2, 2\)"),
+])
+def test_assigning_what_is_not_numbers_says_so(value, error, match):
+    x = nn.Variable((2, 2))
+    x.d = 5
+    with pytest.raises(error, match=match):
+        x.d = value
+    assert (x.d == 5).all()
+
+
+@pytest.mark.parametrize("shape, match", [
+    ((2.5, 2), r"whole numbers, got 2\.5 at axis 0"),
+    (("a", 2), r"whole numbers, got 'a' at axis 0"),
+    (None, r"an int or a sequence of ints, got None"),
+])
+def test_a_shape_of_what_is_not_whole_numbers_is_refused(shape, match):
+    with pytest.raises(TypeError, match=match):
+        nn.Variable(shape)
+    assert nn.Variable((2.0, np.int64(3))).shape == (2, 3)
+
+
 def test_ndarray_handles():
     x = nn.Variable((2, 2))
     x.data.fill(3)

@@ -101,6 +101,19 @@ def test_initializer_shape_is_checked():
         nn.get_parameter_or_create("w", (3,), np.zeros(2))
 
 
+def test_a_negative_or_fractional_layer_size_names_the_parameter():
+    x = nn.Variable((2, 3))
+    with pytest.raises(DpnbError, match=r"affine's n_outmaps must have non-negative sizes, "
+                                         r"got \(-1,\)"):
+        PF.affine(x, -1)
+    with pytest.raises(TypeError, match=r"affine's n_outmaps must hold whole numbers, got 2\.5"):
+        PF.affine(x, 2.5)
+    with pytest.raises(DpnbError, match=r"shape of parameter 'conv/conv/W' must have non-negative "
+                                         r"sizes, got \(-1, 3, 3, 3\)"):
+        PF.convolution(nn.Variable((2, 3, 4, 4)), -1, (3, 3), name="conv")
+    assert nn.get_parameters() == {}
+
+
 def test_save_and_load_round_trip(tmp_path):
     make_params()
     path = tmp_path / "params.npz"

@@ -8,6 +8,7 @@ import numpy as np
 from .. import functions as F
 from ..graph import Variable
 from ..initializer import UniformInitializer, calc_uniform_lim_glorot
+from ..ndarray import as_shape
 from ._common import check_input, scope, weight_and_bias
 
 __all__ = ["affine"]
@@ -22,8 +23,7 @@ def affine(inp: Variable, n_outmaps: int | Sequence[int], base_axis: int = 1,
     ``affine/b`` (*n_outmaps), Glorot-uniform and zero by default."""
     with scope(name, "affine"):
         check_input("affine", inp, base_axis + 1)
-        outmaps = (tuple(int(m) for m in n_outmaps) if hasattr(n_outmaps, "__iter__")
-                   else (int(n_outmaps),))
+        outmaps = as_shape(n_outmaps, "affine's n_outmaps")
         inmaps = int(np.prod(inp.shape[base_axis:]))
         if w_init is None:
             w_init = UniformInitializer(calc_uniform_lim_glorot(inmaps, int(np.prod(outmaps))),
