@@ -29,7 +29,7 @@ from types import ModuleType
 import numpy as np
 
 from .context import array_module_of, to_module, with_current_context
-from .errors import DpnbError
+from .errors import DpnbError, DpnbValueError
 from .hooks import HookRegistry
 from .fileio import file_format
 from .graph import Variable
@@ -220,7 +220,7 @@ class Solver:
 
     def __init__(self, **hyper: float | bool):
         self._hyper = {key: self._checked(key, value) for key, value in hyper.items()}
-        self._initial_lr = self._hyper[self._lr_name]
+        self._initial_lr = self._rate(self.name, self._hyper[self._lr_name])
         self._next_decay: float | None = None
         self._params: OrderedDict[str, Variable] = OrderedDict()
         self._runs: list[_RunState] = []
@@ -450,6 +450,14 @@ class Solver:
                             f"({type(value).__name__})")
         return float(value)
 
+    def _rate(self, where: str, rate: float) -> float:
+        """A learning rate, refused where it is NaN, infinite or negative: nnabla takes
+        any float, and such a rate ruins or reverses training without a word."""
+        if not math.isfinite(rate) or rate < 0:
+            raise DpnbValueError(f"{where} expects a learning rate that is finite and not "
+                                 f"negative, got {rate!r}; pass e.g. {self._lr_name}=0.001")
+        return rate
+
     def scale_grad(self, scale: float, pre_hook: Hook = None, post_hook: Hook = None) -> None:
         """Multiply every registered gradient by ``scale`` (e.g. to undo loss scaling),
         in the arithmetic type: a small scale is not rounded to float16 first; the hooks
@@ -499,8 +507,8 @@ class Solver:
         return self._hyper[self._lr_name]
 
     def set_learning_rate(self, learning_rate: float) -> None:
-        self._hyper[self._lr_name] = self._number("set_learning_rate", "learning_rate",
-                                                  learning_rate)
+        self._hyper[self._lr_name] = self._rate(
+            "set_learning_rate", self._number("set_learning_rate", "learning_rate", learning_rate))
 
     # -- states -------------------------------------------------------------
     def _host_states(self) -> Iterator[tuple[str, dict[str, np.ndarray], int]]:

@@ -854,6 +854,14 @@ def test_bad_learning_rates_and_decay_rates_are_refused(rng):
         solver.set_learning_rate("fast")
     with pytest.raises(DpnbError, match="weight_decay expects decay_rate to be a number"):
         solver.weight_decay([0.1])
+    for rate in (-1e-3, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="set_learning_rate expects a learning rate that is "
+                                             "finite and not negative"):
+            solver.set_learning_rate(rate)
+        with pytest.raises(ValueError, match=r"Adam expects .* not negative.* alpha=0\.001"):
+            S.Adam(rate)
+    solver.set_learning_rate(0)
+    assert solver.learning_rate() == 0.0
 
 
 @pytest.mark.parametrize("name", ["Adadelta", "Lamb", "Lars", "RMSpropGraves", "AMSBound"])
