@@ -36,6 +36,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..communicators import values
 from ..errors import DpnbError
 from ..fileio import atomic_write
 
@@ -241,7 +242,7 @@ class TrainingState:
         world = self._world
         if self._next is None:
             own = _found(self._directory, _FILE, self.rank) | _found(self._directory, _MARKER)
-            self._next = max(world.allgather(max(own, default=0))) + 1
+            self._next = max(values.allgather_json(world, max(own, default=0))) + 1
         number = self._next
         _json_counters(self.counters)
         started = time.perf_counter()
@@ -252,7 +253,8 @@ class TrainingState:
             failure = None
         except Exception as e:  # noqa: BLE001 - every rank must learn of it, or the others wait
             failure = f"{type(e).__name__}: {e}"
-        failures = [(r, f) for r, f in enumerate(world.allgather(failure)) if f is not None]
+        failures = [(r, f) for r, f in enumerate(values.allgather_json(world, failure))
+                    if f is not None]
         if failures:
             raise DpnbError(f"commit {number} failed (nothing was committed; the last complete "
                             f"commit is {self.committed}): " + "; ".join(
@@ -265,7 +267,7 @@ class TrainingState:
                                         "counters": self.counters}).encode())
             except Exception as e:  # noqa: BLE001 - the other ranks must learn of it
                 marker_failure = f"{type(e).__name__}: {e}"
-        marker_failure = world.bcast(marker_failure, root=0)
+        marker_failure = values.bcast_json(world, marker_failure, root=0)
         if marker_failure is not None:
             raise DpnbError(f"commit {number} failed: rank 0 could not mark it complete "
                             f"({marker_failure}); the last complete commit is {self.committed}")
@@ -300,9 +302,10 @@ class TrainingState:
         """The marker of the newest commit complete on every rank (collective), or None."""
         world = self._world
         own = _found(self._directory, _FILE, self.rank)
-        markers = {n: _read_marker(self._directory, n) for n in _found(self._directory, _MARKER)}
-        gathered = world.allgather(own)
-        markers = world.bcast(markers, root=0)
+        markers = [[n, _read_marker(self._directory, n)]
+                   for n in _found(self._directory, _MARKER)]
+        gathered = values.allgather_json(world, sorted(own))
+        markers = dict(values.bcast_json(world, markers, root=0))  # JSON: pairs, as keys are ints
         usable = [n for n, m in markers.items()
                   if m is not None and m["size"] == world.Get_size()
                   and all(n in files for files in gathered)]

@@ -9,7 +9,7 @@ same size on every rank whatever the call (a persistent request of the
 group's ``Channel``), gives every rank every signature:
 they agree where all rows start alike, and since every rank reads the same
 rows, every rank reaches the same verdict.  Only on a mismatch are the full
-descriptions gathered (with pickle, on this error path only, through the same
+descriptions gathered (as JSON, on this error path only, through the same
 bounded, interruptible waits).
 
 A rank whose own arguments fail their checks still takes part: its row says
@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import pickle
 
 import numpy as np
 
 from ..errors import AgreementError, DpnbError, RankArgumentError
+from . import values
 
 _MAGIC = 0x64706E62  # "dpnb": tells our check from foreign traffic on the same communicator
 _REFUSED = 0x64706E63  # the first word of a row whose rank refused its own arguments
@@ -86,9 +86,11 @@ class Call:
         return self._agreed[1]
 
     def describe(self) -> dict:
-        return {"operation": self.operation, "group": self.group, "specs": self.specs,
-                "root": self.root, "division": self.division,
-                "bucket bytes": self.bucket_bytes, "arguments": self.arguments,
+        """The call as JSON values, gathered from every rank where the ranks disagree."""
+        return {"operation": self.operation, "group": self.group,
+                "specs": [[str(dtype), [int(n) for n in shape]] for dtype, shape in self.specs],
+                "root": int(self.root), "division": bool(self.division),
+                "bucket bytes": int(self.bucket_bytes), "arguments": _plain(self.arguments),
                 "refusal": self.refusal}
 
 
@@ -153,26 +155,19 @@ def verdict(group, call: Call, wait, what) -> bool:
     refused = bool((words[:, 0] == _REFUSED).any())
     if same[:-1].all() and not refused:
         return bool(same[-1])
-    descriptions = gather(group, call.describe(), wait, what)
+    descriptions = values.allgather_json(group.comm, call.describe(),
+                                    lambda request: wait(request, what))
     if refused:
         raise RankArgumentError(_refusal_message(group, descriptions))
     differing = [_FIELDS[i] for i in np.flatnonzero(~same[:-1])]
     raise AgreementError(_mismatch_message(group, differing, descriptions))
 
 
-def gather(group, value, wait, what) -> list:
-    """``value`` (picklable) of every rank of ``group``, in group rank order, through
-    ``wait`` (bounded and interruptible, unlike mpi4py's ``allgather``)."""
-    from mpi4py import MPI
-
-    data = np.frombuffer(pickle.dumps(value), np.uint8)
-    sizes = np.empty(group.size, np.int64)
-    wait(group.comm.Iallgather(np.array([data.size], np.int64), sizes), what)
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    received = np.empty(int(sizes.sum()), np.uint8)
-    wait(group.comm.Iallgatherv(data, [received, sizes.tolist(), offsets.tolist(), MPI.BYTE]),
-         what)
-    return [pickle.loads(received[o:o + n]) for o, n in zip(offsets, sizes)]
+def _plain(value):
+    """``value`` (``Call.arguments``: strings, numbers, None, tuples of them) as JSON values."""
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _ranks_name(group, ranks: list[int]) -> str:

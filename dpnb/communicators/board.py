@@ -94,7 +94,9 @@ class Board:
         memory, _ = self._shared.Shared_query(0)
         self._slots = np.frombuffer(memory, np.int64, SLOT_WORDS * local.Get_size()).reshape(
             -1, SLOT_WORDS)
-        self._local = {r: i for i, r in enumerate(local.allgather(self.rank))}
+        ranks = np.empty(local.Get_size(), np.int64)  # the world ranks of this host's
+        local.Allgather(np.array([self.rank], np.int64), ranks)
+        self._local = {int(r): i for i, r in enumerate(ranks)}
         mine = self._slots[local.Get_rank()]
         mine[:] = 0
         mine.view(np.float64)[CLOCK_OFFSET] = time.time() - _monotonic()

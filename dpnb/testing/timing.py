@@ -58,6 +58,8 @@ def time_in_turns(fns: dict[str, Callable[[], object]], reps: int, warmup: int =
                 sync()
             elapsed = time.perf_counter() - start
             if world is not None:
-                elapsed = world.allreduce(elapsed, op=MPI.MAX)
+                slowest = np.array([elapsed])
+                world.Allreduce(MPI.IN_PLACE, slowest, op=MPI.MAX)
+                elapsed = float(slowest[0])
             times[name].append(elapsed)
     return {name: statistics.median(t) for name, t in times.items()}
