@@ -66,7 +66,8 @@ def run_script(script: str, args: list[str]) -> int:
 def cluster_start(n: int | None, where: dict, cluster_id: str, timeout: float,
                   mpi_args: list[str], listen: dict | None = None) -> int:
     """Start MPI engines that outlive this command, in an IPython profile (installed if
-    missing); ``listen``: the controller's ``ip``, ``location`` and ``curve``, as in ``start``."""
+    missing); ``listen``: the controller's ``ip``, ``location``, ``curve`` and ``insecure``,
+    as in ``start``."""
     from dpnb.cluster import Cluster
     from dpnb.cluster.profile import install, profile_dir
 
@@ -199,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--location", default=None,
                    help="this host's name as the engines reach it (for --ip '*')")
     p.add_argument("--curve", action="store_true", help="CurveZMQ encryption (with --ip)")
+    p.add_argument("--insecure", action="store_true",
+                   help="allow --ip beyond 127.0.0.1 without --curve (a trusted network only)")
     p = commands.add_parser("profile", help="install the IPython profile 'mpi'")
     p.add_argument("action", choices=["install"])
     p.add_argument("--ipython-dir", default=None, help="default: $IPYTHONDIR or ~/.ipython")
@@ -237,7 +240,8 @@ def cluster(args) -> int:
         if args.action == "start":
             return cluster_start(args.n, where, args.cluster_id, args.timeout,
                                  shlex.split(args.mpi_args),
-                                 {"ip": args.ip, "location": args.location, "curve": args.curve})
+                                 {"ip": args.ip, "location": args.location, "curve": args.curve,
+                                  "insecure": args.insecure})
         if args.action == "stop":
             return cluster_stop(where, args.cluster_id, args.timeout)
         if args.action == "where":

@@ -131,6 +131,19 @@ def test_cluster_start_status_stop(tmp_path):
     assert status.returncode == 1 and "no cluster is running" in status.stdout
 
 
+def test_cluster_start_refuses_an_open_controller_without_curve(tmp_path, capsys):
+    """`--ip` beyond 127.0.0.1 needs `--curve`, or `--insecure` to say it is meant."""
+    options = ["cluster", "start", "-n", "2", "--profile-dir", str(tmp_path / "p"), "--ip", "*"]
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    assert cli.main(options) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("dpnb cluster start: ip='*' opens the controller to other hosts "
+                          "without encryption"), err
+    assert "`--curve`" in err and "`--insecure`" in err
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+    assert not (tmp_path / "p").exists()                   # nothing was started or written
+
+
 def test_cluster_commands_name_profile_directory_and_cluster_id(tmp_path, capsys):
     profile = tmp_path / "elsewhere"
     options = ["--profile-dir", str(profile), "--cluster-id", "x"]

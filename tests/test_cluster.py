@@ -228,6 +228,15 @@ def test_listening_elsewhere_is_explicit(ipython_dir):
     assert ipp_cluster.controller_ip == "*"
     assert "--IPController.enable_curve=True" in ipp_cluster.controller_args
     assert Cluster(2)._make_ipp_cluster().controller_ip == ""   # ipyparallel's 127.0.0.1
+    for ip in ("127.0.0.1", "::1", "localhost"):
+        Cluster(2, ip=ip)                                       # this host only: no question
+    for ip in ("*", "0.0.0.0", "10.0.0.1", "head-node"):
+        with pytest.raises(DpnbError, match=rf"ip='{re.escape(ip)}' opens the controller to "
+                                            r"other hosts without encryption.*curve=True.*"
+                                            r"insecure=True \(`--insecure`\)"):
+            dpnb.start(2, ip=ip)
+    plain = Cluster(2, ip="*", insecure=True)._make_ipp_cluster()
+    assert plain.controller_ip == "*" and not plain.controller_args
 
 
 def test_slurm_launcher_and_mpiexec_options_pass_through(ipython_dir):

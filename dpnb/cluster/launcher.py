@@ -76,18 +76,21 @@ class Cluster:
     environment.  ``engines="slurm"`` submits them instead as one Slurm job of
     ``n`` tasks (``srun --mpi=pmi2``, see ``dpnb.cluster.slurm``); no other
     launcher is accepted.  The controller listens on 127.0.0.1 unless ``ip``
-    says otherwise (``"*"`` for every interface; then use ``curve=True`` for
-    ipyparallel's CurveZMQ encryption).  Other keywords go to ``ipyparallel.Cluster``."""
+    says otherwise (``"*"`` for every interface), which needs ``curve=True``
+    (ipyparallel's CurveZMQ encryption) or, on a network you trust, ``insecure=True``.
+    Other keywords go to ``ipyparallel.Cluster``."""
 
     def __init__(self, n: int | None = None, *, engines: str = "mpi",
                  mpi_args: Sequence[str] = (), env: dict[str, str] | None = None,
                  timeout: float = 60.0, ip: str | None = None, location: str | None = None,
-                 curve: bool = False, profile: str | None = None, profile_dir: str | None = None,
-                 progress: bool = True, stop_at_exit: bool = True, **ipp_options):
+                 curve: bool = False, insecure: bool = False, profile: str | None = None,
+                 profile_dir: str | None = None, progress: bool = True,
+                 stop_at_exit: bool = True, **ipp_options):
         self.n = int(n) if n is not None else default_n()
         if self.n < 1:
             raise DpnbError(f"a cluster needs at least one engine, got n={self.n}")
         _check_engines(engines, mpi_args)
+        _check_listening(ip, curve, insecure)
         self.engines = engines
         self.mpi_args = list(mpi_args)
         self.env = dict(env or {})
@@ -744,6 +747,31 @@ def _check_engines(engines, mpi_args: Sequence[str]) -> None:
                         "not start (srun starts the ranks where the job's allocation says); "
                         "leave them out, and give sbatch's options as its variables in env= (e.g. "
                         "env={'SBATCH_PARTITION': 'gpu', 'SBATCH_TIMELIMIT': '60'})")
+
+
+def _loopback(ip: str | None) -> bool:
+    """Whether a controller address is this host's loopback (None and "" are
+    ipyparallel's default, 127.0.0.1)."""
+    import ipaddress
+
+    if not ip or ip == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(ip).is_loopback
+    except ValueError:          # "*", a host name: reachable from elsewhere
+        return False
+
+
+def _check_listening(ip: str | None, curve: bool, insecure: bool) -> None:
+    """A DpnbError for a controller open beyond this host without encryption, unless
+    ``insecure`` says that is meant: whoever reaches it can run code in the engines."""
+    if curve or insecure or _loopback(ip):
+        return
+    raise DpnbError(f"ip={ip!r} opens the controller to other hosts without encryption, so "
+                    "anyone who reaches its ports can run code in the engines; add "
+                    "curve=True (CurveZMQ; `--curve` for `dpnb cluster start`), or "
+                    "insecure=True (`--insecure`) on a network you trust, or leave ip unset "
+                    "to listen on 127.0.0.1 only")
 
 
 _STOPPED = "the cluster is stopped; `cluster.start()` (or `dpnb.start(n=...)`) starts one"
