@@ -4,24 +4,33 @@ errors for missing, empty or broken files."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import re
 import tempfile
+import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO
 
 import numpy as np
 
 from .errors import DpnbError
+from .proto.checked_read import NUMERIC, Reading, decoding, npz_arrays
 
 
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike) -> Iterator[BinaryIO]:
-    """Write to a temporary file beside ``path``, then rename it over ``path``."""
+    """Write to a temporary file beside ``path``, then rename it over ``path``; the
+    temporaries of earlier writes of ``path`` that were killed are removed first.
+
+    The writer holds a lock on its temporary until it is renamed, so that a sweep
+    (``sweep_temporaries``) never removes the temporary of a write still going on."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    sweep_temporaries(directory, _temporary_pattern(os.path.basename(path)))
+    fd, tmp = _locked_temporary(directory, os.path.basename(path))
     try:
-        with os.fdopen(fd, "wb") as f:
+        with os.fdopen(fd, "wb", closefd=False) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
@@ -30,11 +39,69 @@ def atomic_write(path: str | os.PathLike) -> Iterator[BinaryIO]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    finally:
+        os.close(fd)  # releases the lock
     dir_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def _temporary_pattern(basename: str) -> re.Pattern:
+    """The names ``atomic_write`` gives the temporaries of a file named ``basename``."""
+    return re.compile(rf"\.{re.escape(basename)}\.[^.]+\.tmp")
+
+
+def _locked_temporary(directory: str, basename: str) -> tuple[int, str]:
+    """A new temporary file for ``basename`` in ``directory``, locked (fd, path).  A sweep
+    can take the lock in the moment between creating and locking, and remove the file:
+    then it is made again."""
+    while True:
+        fd, tmp = tempfile.mkstemp(prefix=f".{basename}.", suffix=".tmp", dir=directory)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if _same_file(fd, tmp):
+            return fd, tmp
+        os.close(fd)
+
+
+def _same_file(fd: int, path: str) -> bool:
+    """Whether ``path`` still names the file open as ``fd``."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except FileNotFoundError:
+        return False
+
+
+def sweep_temporaries(directory: str, pattern: re.Pattern) -> list[str]:
+    """Remove the temporaries in ``directory`` whose names match ``pattern`` and that no
+    live writer holds (a write that was killed left them); the paths removed."""
+    removed = []
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if pattern.fullmatch(name) and _remove_if_abandoned(path):
+            removed.append(path)
+    return removed
+
+
+def _remove_if_abandoned(path: str) -> bool:
+    """Remove ``path`` if no process holds its lock; whether it was removed."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except (FileNotFoundError, IsADirectoryError):
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    try:
+        if not _same_file(fd, path):  # renamed into place by its writer meanwhile
+            return False
+        os.unlink(path)
+        return True
+    finally:
+        os.close(fd)
 
 
 def is_path(target) -> bool:
@@ -84,24 +151,15 @@ def require_readable(source, what: str) -> None:
                         "completely; save it again")
 
 
-def broken_file(source, fmt: str, what: str, error: BaseException) -> DpnbError:
-    """The error for a file that cannot be read in format ``fmt``."""
-    return DpnbError(f"{what} file {describe(source)} is truncated or not a {fmt} {what} file "
-                     f"({type(error).__name__}: {error}); save it again")
-
-
 def save_arrays(target, arrays: dict[str, np.ndarray]) -> None:
     """Save named arrays as an .npz archive: atomically to a path, or into a file object."""
     write_target(target, lambda f: np.savez(f, **arrays))
 
 
 def load_arrays(source, what: str) -> dict[str, np.ndarray]:
-    """Read an archive written by ``save_arrays`` from a path or a file object;
-    ``what`` names it in errors."""
+    """Read an archive written by ``save_arrays`` from a path or a file object, each
+    array's header checked before its data is read; ``what`` names it in errors."""
     require_readable(source, what)
-    try:
-        with np.load(source, allow_pickle=False) as archive:
-            return {name: archive[name] for name in archive.files}
-    except Exception as e:
-        raise DpnbError(f"{what} file {describe(source)} is truncated or not a dpnb {what} file "
-                        f"({type(e).__name__}: {e}); save it again") from e
+    reading = Reading(f"{what} file {describe(source)}")
+    with decoding(reading, ".npz", f"dpnb {what}"), zipfile.ZipFile(source, "r") as archive:
+        return dict(npz_arrays(reading, archive, NUMERIC + "U"))

@@ -209,23 +209,91 @@ def load_parameters(path, proto: nnabla_pb2.NNablaProtoBuf | None = None, needs_
     does) into the current scope, and return the file's protobuf contents, as nnabla does.
 
     Existing parameters are overwritten in place (their shapes must match); missing
-    ones are created.  The returned NNablaProtoBuf (``proto``, filled, when given)
-    holds what a .protobuf, .nntxt or .nnp file has besides parameters, and the
-    parameters themselves for .protobuf and .nntxt files, or with ``needs_proto``."""
+    ones are created.  The whole file is decoded and checked first: a file that cannot
+    be loaded whole changes nothing.  The returned NNablaProtoBuf (``proto``, filled,
+    when given) holds what a .protobuf, .nntxt or .nnp file has besides parameters, and
+    the parameters themselves for .protobuf and .nntxt files, or with ``needs_proto``."""
     fmt = file_format(path, extension, parameter_files.FORMATS, "load", "parameters")
     proto = nnabla_pb2.NNablaProtoBuf() if proto is None else proto
-    entries = parameter_files.load(path, fmt, proto)
-    mismatched = [f"{name!r} is {value.shape} in the file, {existing.shape} in the network"
-                  for name, value, _ in entries
-                  if (existing := get_parameter(name)) is not None and existing.shape != value.shape]
-    if mismatched:
-        raise DpnbError(f"parameter file {describe(path)} does not fit the network: "
-                        f"{'; '.join(mismatched)}; the file belongs to a different network "
-                        "(build the network it was saved from, or load it in another "
-                        "parameter_scope)")
-    for name, value, need_grad in entries:
-        param = get_parameter_or_create(name, value.shape, value, need_grad=need_grad)
-        param.d = value
+    part = nnabla_pb2.NNablaProtoBuf()
+    entries = parameter_files.load(path, fmt, part, expected=existing_shape)
+    assign_entries(entries, f"parameter file {describe(path)}")
+    proto.MergeFrom(part)
     if needs_proto or fmt in parameter_files.PROTO_FORMATS:
         parameter_files.to_proto(entries, proto)
     return proto
+
+
+def _name_parts(name) -> tuple[str, ...]:
+    """The non-empty '/'-separated parts of a parameter name read from a file."""
+    return tuple(part for part in str(name).split("/") if part)
+
+
+def _existing(parts: tuple[str, ...]) -> object | None:
+    """What the current scope holds at ``parts`` (a parameter or a scope dict; None
+    where nothing, or where a parameter lies on the way), creating nothing."""
+    node: object = _current
+    for part in parts:
+        node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            return None
+    return node
+
+
+def existing_shape(name: str) -> tuple[int, ...] | None:
+    """The shape of the current scope's parameter ``name``, None where there is none."""
+    node = _existing(_name_parts(name))
+    return node.shape if isinstance(node, Variable) else None
+
+
+def shapes_in(scope: dict) -> Callable[[str], tuple[int, ...] | None]:
+    """``existing_shape`` for the parameters of ``scope`` (a dict as parameter_scope takes)."""
+    def shape(name: str) -> tuple[int, ...] | None:
+        with parameter_scope("", scope):
+            return existing_shape(name)
+    return shape
+
+
+def _placement_problems(entries) -> list[str]:
+    """Why some of ``entries`` (name, array, need_grad) could not go into the current
+    scope: empty names, names both a parameter and a scope, one name given two shapes."""
+    problems, shapes = [], {}
+    for name, value, _ in entries:
+        parts = _name_parts(name)
+        if not parts:
+            problems.append(f"a parameter has the empty name {name!r}")
+        elif shapes.setdefault(parts, np.shape(value)) != np.shape(value):
+            problems.append(f"{name!r} appears twice, with shapes {shapes[parts]} and "
+                            f"{np.shape(value)}")
+    names = set(shapes)
+    for parts in sorted(names):
+        problems += [f"{'/'.join(parts[:i])!r} is both a parameter and a parameter scope"
+                     for i in range(1, len(parts)) if parts[:i] in names]
+        problems += _scope_conflicts(parts, shapes[parts])
+    return problems
+
+
+def _scope_conflicts(parts: tuple[str, ...], shape: tuple[int, ...]) -> list[str]:
+    """Where the current scope holds a parameter on the way to ``parts``, a scope at it,
+    or a parameter of another shape."""
+    for i in range(1, len(parts)):
+        if isinstance(_existing(parts[:i]), Variable):
+            return [f"{'/'.join(parts[:i])!r} is a parameter of the network, not a scope"]
+    node = _existing(parts)
+    if isinstance(node, dict):
+        return [f"{'/'.join(parts)!r} is a parameter scope of the network, not a parameter"]
+    if isinstance(node, Variable) and node.shape != shape:
+        return [f"{'/'.join(parts)!r} is {shape} in the file, {node.shape} in the network"]
+    return []
+
+
+def assign_entries(entries, label: str) -> None:
+    """Put decoded (name, array, need_grad) entries into the current scope, all or none:
+    everything that could fail is checked before the first parameter changes."""
+    problems = _placement_problems(entries)
+    if problems:
+        raise DpnbError(f"{label} cannot be loaded here: {'; '.join(problems[:8])}; nothing "
+                        "was loaded; load it into another parameter_scope")
+    for name, value, need_grad in entries:
+        param = get_parameter_or_create(name, value.shape, value, need_grad=need_grad)
+        param.d = value

@@ -8,16 +8,18 @@ from __future__ import annotations
 import io
 import os
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import BinaryIO
 
 import h5py
 import numpy as np
-from google.protobuf import message, text_format
+from google.protobuf import text_format
 
 from ..errors import DpnbError
-from ..fileio import broken_file, describe, is_path, require_readable, write_target
+from ..fileio import describe, is_path, require_readable, write_target
 from . import nnabla_pb2
+from .checked_read import (NUMERIC, Reading, decoding, h5_array, h5_attribute, h5_datasets,
+                           npz_arrays, proto_array, read_whole, spooled_member, zip_members)
 
 Entry = tuple[str, np.ndarray, bool]
 
@@ -39,17 +41,20 @@ def _write_h5(f: BinaryIO, entries: Iterable[Entry]) -> None:
             h5[name].attrs["index"] = index
 
 
-def _read_h5(f) -> list[Entry]:
+def _read_h5(f, reading: Reading) -> list[Entry]:
     """The datasets of an .h5 parameter file, in the order of their ``index``."""
-    found = []
+    entries = []
     with h5py.File(f, "r") as h5:
-        def visit(name, obj):
-            if isinstance(obj, h5py.Dataset):
-                index = obj.attrs.get("index")
-                found.append((len(found) if index is None else int(index), len(found), name,
-                              np.asarray(obj[...]), bool(obj.attrs.get("need_grad", True))))
-        h5.visititems(visit)
-    return [(name, array, need_grad) for _, _, name, array, need_grad in sorted(found)]
+        found = []
+        for seen, (name, dataset) in enumerate(h5_datasets(h5)):
+            index = h5_attribute(reading, dataset, "index")
+            found.append((seen if index is None else int(index), seen, name, dataset))
+        for _, _, name, dataset in sorted(found, key=lambda e: e[:2]):
+            array = h5_array(reading, name, dataset)
+            need_grad = h5_attribute(reading, dataset, "need_grad")
+            if array is not None:
+                entries.append((name, array, True if need_grad is None else bool(need_grad)))
+    return entries
 
 
 def to_proto(entries: Iterable[Entry], proto: nnabla_pb2.NNablaProtoBuf | None = None
@@ -66,17 +71,15 @@ def to_proto(entries: Iterable[Entry], proto: nnabla_pb2.NNablaProtoBuf | None =
     return proto
 
 
-def from_proto(proto: nnabla_pb2.NNablaProtoBuf, source, fmt: str) -> list[Entry]:
-    """The ``parameter`` messages of ``proto`` as entries (float32)."""
+def from_proto(proto: nnabla_pb2.NNablaProtoBuf, reading: Reading) -> list[Entry]:
+    """The ``parameter`` messages of ``proto`` as entries (float32), each shape checked
+    before its array is made; those not fitting the destination are left out (and noted
+    in ``reading``)."""
     entries = []
     for p in proto.parameter:
-        shape = tuple(p.shape.dim)
-        if len(p.data) != int(np.prod(shape, dtype=np.int64)):
-            raise DpnbError(f"{WHAT} file {describe(source)} ({fmt}) has {len(p.data)} values for "
-                            f"parameter {p.variable_name!r} of shape {shape}: it is truncated or "
-                            "damaged; save it again")
-        entries.append((p.variable_name, np.array(p.data, dtype=np.float32).reshape(shape),
-                        p.need_grad))
+        array = proto_array(reading, p.variable_name, p.shape.dim, p.data)
+        if array is not None:
+            entries.append((p.variable_name, array, p.need_grad))
     return entries
 
 
@@ -111,36 +114,50 @@ def _write_npz(f: BinaryIO, entries: Iterable[Entry]) -> None:
     np.savez(f, **arrays)
 
 
-def _read_npz(f, source) -> list[Entry]:
+def _read_npz(f, reading: Reading) -> list[Entry]:
     """The parameters of dpnb's .npz."""
-    with np.load(f, allow_pickle=False) as archive:
-        arrays = {name: archive[name] for name in archive.files}
+    with zipfile.ZipFile(f, "r") as archive:
+        arrays = dict(npz_arrays(reading, archive, NUMERIC + "U"))
     if NEED_GRAD_KEY not in arrays:
-        raise DpnbError(f"{WHAT} file {describe(source)} has no {NEED_GRAD_KEY!r} entry: "
+        raise DpnbError(f"{reading.label} has no {NEED_GRAD_KEY!r} entry: "
                         "it was not written by dpnb.save_parameters")
-    need_grad = set(arrays.pop(NEED_GRAD_KEY).tolist())
-    return [(name, array, name in need_grad) for name, array in arrays.items()]
+    names = arrays.pop(NEED_GRAD_KEY)
+    if names is None or names.dtype.kind != "U":
+        raise reading.refuse(f"has a {NEED_GRAD_KEY!r} entry that is not a list of names")
+    strings = [name for name, array in arrays.items()
+               if array is not None and array.dtype.kind not in NUMERIC]
+    if strings:
+        raise reading.refuse(f"has parameters {strings} that are not numeric")
+    need_grad = set(names.reshape(-1).tolist())
+    return [(name, array, name in need_grad) for name, array in arrays.items()
+            if array is not None]
 
 
-def _read_nnp(f, source, proto: nnabla_pb2.NNablaProtoBuf) -> list[Entry]:
+def _read_nnp(f, reading: Reading, proto: nnabla_pb2.NNablaProtoBuf) -> list[Entry]:
     """The parameters in an .nnp's .h5, .protobuf and .nntxt members, in zip order."""
     entries: list[Entry] = []
     with zipfile.ZipFile(f, "r") as nnp:
-        for name in nnp.namelist():
-            ext = os.path.splitext(name)[1]
+        for info in zip_members(reading, nnp):
+            ext = os.path.splitext(info.filename)[1]
             if ext == ".h5":
-                entries += _read_h5(io.BytesIO(nnp.read(name)))
+                with spooled_member(nnp, info) as member:
+                    entries += _read_h5(member, reading)
             elif ext == ".protobuf" or ext in TEXT_FORMATS:
-                part = nnabla_pb2.NNablaProtoBuf()
-                data = nnp.read(name)
-                if ext == ".protobuf":
-                    part.MergeFromString(data)
-                else:
-                    text_format.Merge(data.decode("utf-8"), part)
-                entries += from_proto(part, f"{source}:{name}", ext)
+                part = parse_message(nnp.read(info), ext)
+                entries += from_proto(part, reading)
                 part.ClearField("parameter")
                 proto.MergeFrom(part)
     return entries
+
+
+def parse_message(data: bytes, ext: str) -> nnabla_pb2.NNablaProtoBuf:
+    """An NNablaProtoBuf from binary (.protobuf) or text (.nntxt, .prototxt) bytes."""
+    message = nnabla_pb2.NNablaProtoBuf()
+    if ext == ".protobuf":
+        message.MergeFromString(data)
+    else:
+        text_format.Merge(data.decode("utf-8") if isinstance(data, bytes) else data, message)
+    return message
 
 
 def save(target, fmt: str, entries: Iterable[Entry]) -> None:
@@ -159,46 +176,48 @@ def _open_binary(source):
     return os.fspath(source) if is_path(source) else source
 
 
-def load(source, fmt: str, proto: nnabla_pb2.NNablaProtoBuf) -> list[Entry]:
-    """The parameters of a path or file object in format ``fmt``; what else a
-    .protobuf, .nntxt or .nnp holds (networks, executors, ...) is merged into ``proto``."""
+def load(source, fmt: str, proto: nnabla_pb2.NNablaProtoBuf,
+         expected: Callable[[str], tuple[int, ...] | None] | None = None) -> list[Entry]:
+    """The parameters of a path or file object in format ``fmt``, as ``read`` gives
+    them, refusing a file that holds none."""
     require_readable(source, WHAT)
-    try:
-        if fmt == ".npz":
-            entries = _read_npz(_open_binary(source), source)
-        elif fmt == ".h5":
-            entries = _read_h5(_open_binary(source))
-        elif fmt == ".nnp":
-            entries = _read_nnp(_open_binary(source), describe(source), proto)
-        else:
-            entries = _read_proto(source, fmt, proto)
-    except DpnbError:
-        raise
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, message.DecodeError,
-            text_format.ParseError, UnicodeDecodeError, EOFError) as e:
-        raise broken_file(source, fmt, WHAT, e) from e
+    entries = read(source, fmt, proto, expected)
     if not entries and fmt != ".npz":
         raise DpnbError(f"{WHAT} file {describe(source)} ({fmt}) holds no parameters: it is "
                         "empty, damaged, or not a parameter file; check the file")
     return entries
 
 
-def _read_proto(source, fmt: str, proto: nnabla_pb2.NNablaProtoBuf) -> list[Entry]:
+def read(source, fmt: str, proto: nnabla_pb2.NNablaProtoBuf,
+         expected: Callable[[str], tuple[int, ...] | None] | None = None,
+         what: str = WHAT) -> list[Entry]:
+    """The parameters of a path or file object in format ``fmt``, all decoded and checked
+    (``expected``: name -> the destination's shape, or None); what else a .protobuf,
+    .nntxt or .nnp holds (networks, executors, ...) is merged into ``proto``; ``what``
+    the file is named in errors."""
+    reading = Reading(f"{what} file {describe(source)}", expected)
+    with decoding(reading, fmt, what):
+        if fmt == ".npz":
+            entries = _read_npz(_open_binary(source), reading)
+        elif fmt == ".h5":
+            entries = _read_h5(_open_binary(source), reading)
+        elif fmt == ".nnp":
+            entries = _read_nnp(_open_binary(source), reading, proto)
+        else:
+            entries = _read_proto(source, fmt, reading, proto)
+    reading.finish()
+    return entries
+
+
+def _read_proto(source, fmt: str, reading: Reading,
+                proto: nnabla_pb2.NNablaProtoBuf) -> list[Entry]:
     """The parameters of a .protobuf or text-format file; the rest goes into ``proto``."""
-    if is_path(source):
-        with open(source, "rb") as f:
-            data = f.read()
-    else:
-        data = source.read()
+    data = read_whole(source, reading)
     if not data:
-        raise DpnbError(f"{WHAT} file {describe(source)} ({fmt}) is empty: nothing could be "
-                        "read; save it again or rewind the file object")
-    part = nnabla_pb2.NNablaProtoBuf()
-    if fmt == ".protobuf":
-        part.MergeFromString(data)
-    else:
-        text_format.Merge(data.decode("utf-8") if isinstance(data, bytes) else data, part)
-    entries = from_proto(part, source, fmt)
+        raise DpnbError(f"{reading.label} ({fmt}) is empty: nothing could be read; save it "
+                        "again or rewind the file object")
+    part = parse_message(data, fmt)
+    entries = from_proto(part, reading)
     part.ClearField("parameter")  # the caller adds them back, once, as load_parameters decides
     proto.MergeFrom(part)
     return entries

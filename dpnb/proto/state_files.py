@@ -15,11 +15,11 @@ from typing import BinaryIO
 
 import h5py
 import numpy as np
-from google.protobuf import message
-
 from ..errors import DpnbError
-from ..fileio import broken_file, describe, require_readable, write_target
+from ..fileio import describe, require_readable, write_target
 from . import nnabla_pb2
+from .checked_read import (NUMERIC, Reading, decoding, h5_array, h5_attribute, h5_datasets,
+                           h5_scalar, npz_arrays, proto_array, read_whole)
 
 States = OrderedDict[str, tuple[dict[str, np.ndarray], int]]
 
@@ -40,27 +40,32 @@ def _write_h5(f: BinaryIO, solver_type: str, states: States) -> None:
             group["t"] = np.int64(t)
 
 
-def _read_h5(f) -> tuple[str | None, States]:
+def _read_h5(f, reading: Reading) -> tuple[str | None, States]:
     """(solver type or None, states) of an .h5 state file, parameters in ``index`` order."""
     groups: dict[str, dict] = {}
     with h5py.File(f, "r") as h5:
-        solver_type = h5.attrs.get("solver")
-        def visit(name, obj):
-            if isinstance(obj, h5py.Dataset):
-                group, key = name.rsplit("/", 1) if "/" in name else ("", name)
-                entry = groups.setdefault(group, {"index": obj.parent.attrs.get("index"),
-                                                  "seen": len(groups), "arrays": [], "t": 0})
-                if key == "t":
-                    entry["t"] = int(obj[()])
-                else:
-                    entry["arrays"].append((obj.attrs.get("index", 0), key, np.asarray(obj[...])))
-        h5.visititems(visit)
+        solver_type = h5_attribute(reading, h5, "solver", "SUO")
+        for name, dataset in h5_datasets(h5):
+            group, key = name.rsplit("/", 1) if "/" in name else ("", name)
+            entry = groups.setdefault(group, {"index": h5_attribute(reading, dataset.parent,
+                                                                    "index"),
+                                              "seen": len(groups), "arrays": [], "t": 0})
+            if key == "t":
+                entry["t"] = h5_scalar(reading, name, dataset)
+            else:
+                index = h5_attribute(reading, dataset, "index")
+                entry["arrays"].append((index or 0, key, h5_array(reading, name, dataset)))
     order = sorted(groups, key=lambda g: (groups[g]["index"] is None,
                                           groups[g]["index"] or 0, groups[g]["seen"]))
     states = OrderedDict(
         (g, ({key: a for _, key, a in sorted(groups[g]["arrays"], key=lambda e: e[0])},
              groups[g]["t"])) for g in order)
-    return (None if solver_type is None else str(solver_type)), states
+    return (None if solver_type is None else _text(solver_type)), states
+
+
+def _text(value) -> str:
+    """An attribute's string, as h5py gives it (str, or bytes for fixed-length)."""
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
 def write_optimizer(opt: nnabla_pb2.Optimizer, states: States) -> None:
@@ -84,19 +89,15 @@ def _to_optimizer(solver_type: str, states: States) -> nnabla_pb2.Optimizer:
     return opt
 
 
-def read_optimizer(opt: nnabla_pb2.Optimizer, where: str) -> tuple[str | None, States]:
+def read_optimizer(opt: nnabla_pb2.Optimizer, where: str,
+                   reading: Reading | None = None) -> tuple[str | None, States]:
     """(solver type or None, states) of an ``Optimizer`` message; errors name it as
-    ``where`` says (a file, or the message)."""
+    ``where`` says (a file, or the message), ``reading`` (of a file) holds its limit."""
+    reading = Reading(where) if reading is None else reading
     states: States = OrderedDict()
     for name, state in opt.solver.states.items():
-        arrays = {}
-        for key, entry in state.state_parameter.items():
-            shape = tuple(entry.shape.dim)
-            if len(entry.data) != int(np.prod(shape, dtype=np.int64)):
-                raise DpnbError(f"{where} has {len(entry.data)} "
-                                f"values for {name}/{key} of shape {shape}: it is truncated or "
-                                "damaged; save it again")
-            arrays[key] = np.array(entry.data, dtype=np.float32).reshape(shape)
+        arrays = {key: proto_array(reading, f"{name}/{key}", entry.shape.dim, entry.data)
+                  for key, entry in state.state_parameter.items()}
         states[name] = (arrays, int(state.t))
     return (opt.solver.type or None), states
 
@@ -110,19 +111,22 @@ def _write_npz(f: BinaryIO, states: States) -> None:
     np.savez(f, **arrays)
 
 
-def _read_npz(f) -> tuple[None, States]:
+def _read_npz(f, reading: Reading) -> tuple[None, States]:
     """(None, states) of dpnb's .npz; a parameter's entries keep their file order."""
     states: States = OrderedDict()
-    with np.load(f, allow_pickle=False) as archive:
-        for entry in archive.files:
+    with zipfile.ZipFile(f, "r") as archive:
+        for entry, array in npz_arrays(reading, archive, NUMERIC):
             if "/" not in entry:
                 raise ValueError(f"entry {entry!r} is not <parameter>/<state>")
             name, key = entry.rsplit("/", 1)
             arrays, _ = states.setdefault(name, ({}, 0))
-            if key == "t":
-                states[name] = (arrays, int(archive[entry]))
+            if key != "t":
+                arrays[key] = array
+            elif array.size != 1 or array.dtype.kind not in "iu":
+                raise reading.refuse(f"has entry {entry!r} of {array.dtype} {array.shape}, "
+                                     "not one integer")
             else:
-                arrays[key] = archive[entry]
+                states[name] = (arrays, int(array.reshape(())))
     return None, states
 
 
@@ -140,20 +144,15 @@ def save(path, fmt: str, solver_type: str, states: States) -> None:
 def load(path, fmt: str) -> tuple[str | None, States]:
     """(solver type, or None where the file does not say, states) of a state file."""
     require_readable(path, WHAT)
-    try:
+    reading = Reading(f"{WHAT} file {describe(path)}")
+    with decoding(reading, fmt, WHAT):
         if fmt == ".h5":
-            solver_type, states = _read_h5(path)
+            solver_type, states = _read_h5(path, reading)
         elif fmt == ".protobuf":
-            with open(path, "rb") as f:
-                opt = nnabla_pb2.Optimizer.FromString(f.read())
-            solver_type, states = read_optimizer(
-                opt, f"{WHAT} file {describe(path)} (.protobuf)")
+            opt = nnabla_pb2.Optimizer.FromString(read_whole(path, reading))
+            solver_type, states = read_optimizer(opt, f"{reading.label} (.protobuf)", reading)
         else:
-            solver_type, states = _read_npz(path)
-    except DpnbError:
-        raise
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, message.DecodeError, EOFError) as e:
-        raise broken_file(path, fmt, WHAT, e) from e
+            solver_type, states = _read_npz(path, reading)
     if not states:
         raise DpnbError(f"{WHAT} file {describe(path)} ({fmt}) holds no states: it is damaged "
                         "or not a solver state file; check the file")

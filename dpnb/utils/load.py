@@ -19,13 +19,13 @@ from ..fileio import describe
 from ..initializer import (ConstantInitializer, NormalInitializer, RangeInitializer,
                            UniformInitializer)
 from ..logger import logger
-from ..parameter import get_current_parameter_scope, load_parameters
-from ..proto import nnabla_pb2
+from ..parameter import assign_entries, get_current_parameter_scope, shapes_in
+from ..proto import nnabla_pb2, parameter_files
 from . import data_iterator as iterators
 from .learning_rate_scheduler import (CosineScheduler, ExponentialScheduler,
                                       LinearWarmupScheduler, PolynomialScheduler, StepScheduler)
 from .load_function import message_to_dict
-from .nnp_graph import NnpLoader, NnpNetwork
+from .nnp_graph import NnpNetwork, read_network_file
 
 _NETWORK_FILES = (".nnp", ".nntxt", ".prototxt", ".protobuf")
 
@@ -73,22 +73,24 @@ class LoadedNetwork:
         return self.variables[name]
 
 
-def _read(info: Info, source, extension: str) -> None:
-    """Merge one file into ``info.proto`` and its parameters into ``info.parameter_scope``."""
+def _read(info: Info, source, extension: str) -> list:
+    """Merge one file into ``info.proto``; its parameters, decoded and checked against
+    ``info.parameter_scope`` (none where ``exclude_parameter``)."""
     ext = (os.path.splitext(os.fspath(source))[1]
            if isinstance(source, (str, os.PathLike)) else extension)
+    expected = shapes_in(info.parameter_scope)
     if ext == ".h5":
-        if not info.exclude_parameter:
-            load_parameters(source, extension=ext)
-        return
+        if info.exclude_parameter:
+            return []
+        return parameter_files.load(source, ext, nnabla_pb2.NNablaProtoBuf(), expected)
     if ext not in _NETWORK_FILES:
         raise DpnbError(f"cannot load {describe(source)}: load reads "
                         f"{', '.join(_NETWORK_FILES + ('.h5',))}, got {ext!r}; name the file "
                         "so, or pass extension= with a file object")
-    scope = OrderedDict() if info.exclude_parameter else info.parameter_scope
-    loader = NnpLoader(source, scope=scope, extension=ext)
+    proto, entries = read_network_file(source, ext, expected)
     if not info.parameter_only:
-        info.proto.MergeFrom(loader.proto)
+        info.proto.MergeFrom(proto)
+    return [] if info.exclude_parameter else entries
 
 
 def _context(proto) -> Context:
@@ -405,8 +407,8 @@ def load(filenames, prepare_data_iterator: bool | None = True, batch_size: int |
     info.proto = nnabla_pb2.NNablaProtoBuf()
     info.parameter_scope = get_current_parameter_scope()
     sources = filenames if isinstance(filenames, (list, tuple)) else [filenames]
-    for source in sources:
-        _read(info, source, extension)
+    entries = [entry for source in sources for entry in _read(info, source, extension)]
+    assign_entries(entries, "network files " + ", ".join(describe(s) for s in sources))
     info.default_context = _default_context(info, context)
     info.global_config = GlobalConfig(info.default_context)
     logger.log(99, 'Using context "%s"', info.default_context)

@@ -5,23 +5,16 @@
 reads them: every network definition and parameter file in them is merged."""
 from __future__ import annotations
 
-import io
 import os
-import zipfile
 from collections import OrderedDict
 from collections.abc import Callable
-
-import h5py
-import numpy as np
-from google.protobuf import text_format
-from google.protobuf.message import DecodeError
 
 from ..errors import DpnbError, DpnbValueError
 from ..fileio import describe
 from ..graph import Variable, get_auto_forward
-from ..parameter import (get_current_parameter_scope, get_parameter, get_parameter_or_create,
-                         load_parameters, parameter_scope, set_parameter)
-from ..proto import nnabla_pb2
+from ..parameter import (assign_entries, get_current_parameter_scope, get_parameter,
+                         parameter_scope, set_parameter, shapes_in)
+from ..proto import nnabla_pb2, parameter_files
 from .load_function import _create_function_instance
 
 _TEXT = (".nntxt", ".prototxt")
@@ -269,60 +262,10 @@ class NnpLoader:
     def __init__(self, filepath, scope: dict | None = None, extension: str = ".nntxt"):
         self._params = scope if scope is not None else OrderedDict()
         self._source = describe(filepath)
-        self.proto = nnabla_pb2.NNablaProtoBuf()
-        ext = extension
-        if isinstance(filepath, (str, os.PathLike)):
-            ext = os.path.splitext(os.fspath(filepath))[1]
-            if not os.path.exists(filepath):
-                raise DpnbError(f"network file {self._source} does not exist; check the path")
-        if ext not in _EXTENSIONS:
-            raise DpnbError(f"cannot read {self._source} as a network file: the formats are "
-                            f"{', '.join(_EXTENSIONS)}, got {ext!r}")
-        data = _read_bytes(filepath)
-        if ext == ".nnp":
-            self._read_archive(data)
-        else:
-            self._read_member(data, ext)
-        self.network_dict = OrderedDict((n.name, n) for n in self.proto.network)
-
-    def _read_archive(self, data: bytes) -> None:
-        try:
-            with zipfile.ZipFile(io.BytesIO(data)) as nnp:
-                for member in nnp.namelist():
-                    ext = os.path.splitext(member)[1]
-                    if ext in _TEXT + (".protobuf", ".h5"):
-                        self._read_member(nnp.read(member), ext)
-        except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile) as e:
-            raise DpnbError(f"{self._source} is truncated or not an .nnp archive ({e}); save it "
-                            "again") from e
-
-    def _read_member(self, data: bytes, ext: str) -> None:
-        """Merge one definition or parameter file into what was read so far."""
-        if ext == ".h5":
-            if _h5_holds_data(data):
-                with parameter_scope("", self._params):
-                    load_parameters(io.BytesIO(data), extension=".h5")
-            return
-        message = nnabla_pb2.NNablaProtoBuf()
-        try:
-            if ext == ".protobuf":
-                message.ParseFromString(data)
-            else:
-                text_format.Merge(data.decode("utf-8"), message)
-        except (DecodeError, text_format.ParseError, UnicodeDecodeError) as e:
-            raise DpnbError(f"{self._source} holds a {ext} part that is not nnabla's network "
-                            f"format ({type(e).__name__}: {e}); save it again") from e
-        self._store_parameters(message)
-        del message.parameter[:]
-        self.proto.MergeFrom(message)
-
-    def _store_parameters(self, message) -> None:
+        self.proto, entries = read_network_file(filepath, extension, shapes_in(self._params))
         with parameter_scope("", self._params):
-            for p in message.parameter:
-                value = np.asarray(p.data, np.float32).reshape([int(d) for d in p.shape.dim])
-                param = get_parameter_or_create(p.variable_name, value.shape, value,
-                                                need_grad=p.need_grad)
-                param.d = value
+            assign_entries(entries, f"network file {self._source}")
+        self.network_dict = OrderedDict((n.name, n) for n in self.proto.network)
 
     def get_network_names(self) -> list[str]:
         """The names of the networks in the file."""
@@ -340,29 +283,25 @@ class NnpLoader:
         return NnpNetwork(network, self._params, batch_size, self._source, callback)
 
 
-def _h5_holds_data(data: bytes) -> bool:
-    """Whether an .h5 part holds any array: nnabla writes an empty one for a network
-    without parameters, which is no error inside an .nnp."""
-    found = []
-    try:
-        with h5py.File(io.BytesIO(data), "r") as h5:
-            h5.visititems(lambda name, obj: found.append(name)
-                          if isinstance(obj, h5py.Dataset) else None)
-    except OSError:
-        return True  # damaged: let the parameter reader say so
-    return bool(found)
-
-
-def _read_bytes(source) -> bytes:
-    """The whole file: a path's, or a file object's from its start where it can seek
-    (so that one written, or read, before is read again whole)."""
+def read_network_file(source, extension: str, expected=None
+                      ) -> tuple[nnabla_pb2.NNablaProtoBuf, list[parameter_files.Entry]]:
+    """(every definition merged, every parameter decoded and checked) of a network file:
+    a path (its extension names the format), or a file object (``extension`` does),
+    read from its start where it can seek; ``expected`` gives the destination's
+    shapes, so that misfits are not read."""
+    ext = extension
     if isinstance(source, (str, os.PathLike)):
-        with open(source, "rb") as f:
-            return f.read()
-    if getattr(source, "seekable", lambda: False)():
+        ext = os.path.splitext(os.fspath(source))[1]
+        if not os.path.exists(source):
+            raise DpnbError(f"network file {describe(source)} does not exist; check the path")
+    elif getattr(source, "seekable", lambda: False)():
         source.seek(0)
-    data = source.read()
-    return data.encode("utf-8") if isinstance(data, str) else data
+    if ext not in _EXTENSIONS:
+        raise DpnbError(f"cannot read {describe(source)} as a network file: the formats are "
+                        f"{', '.join(_EXTENSIONS)}, got {ext!r}")
+    proto = nnabla_pb2.NNablaProtoBuf()
+    entries = parameter_files.read(source, ext, proto, expected, what="network")
+    return proto, entries
 
 
 FunctionPass = Callable[[_PassFunction, dict, dict], object]
