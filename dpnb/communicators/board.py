@@ -5,7 +5,8 @@ Every rank owns one slot of ``SLOT_WORDS`` int64 words: a table of the groups
 it has used (``stable_hash`` of the name, collectives entered in it), the
 monotonic time of its last entry, a header word naming that entry's
 operation and table row, and a word saying whether (and why) the rank's
-communicator broke in that entry, so that its peers stop waiting for it.  Publishing is a few stores into memory the rank
+communicator broke in that entry, so that its peers stop waiting for it, and
+(where the rank exited, exits.py) the reason as text.  Publishing is a few stores into memory the rank
 holds anyway, no MPI call (about 0.2 us): the count, the time, then the header,
 so that a reader that sees a new header sees the count and time that go with
 it (x86 makes stores visible in order; elsewhere a read racing a write may,
@@ -28,14 +29,18 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from . import exits
 from .agreement import OPERATIONS, stable_hash
 
 HEADER, TIME, CLOCK_OFFSET, FULL, BROKEN = range(5)  # FULL: more groups used than rows
 TABLE = 5                 # then rows of (group hash, collectives entered in it)
 ROWS = 29                 # the last row is shared by the groups beyond the others
-SLOT_WORDS = TABLE + 2 * ROWS  # 63 words, 504 bytes per rank
+REASON = TABLE + 2 * ROWS  # then the reason of an exit, UTF-8, padded with zeros
+REASON_BYTES = 256
+SLOT_WORDS = REASON + REASON_BYTES // 8  # 95 words, 760 bytes per rank
 # Why a rank's communicator broke (its BROKEN word is the index + 1; 0: not broken).
-BREAKS = ("failed", "was interrupted", "timed out", "stopped because another rank broke")
+BREAKS = ("failed", "was interrupted", "timed out", "stopped because another rank broke",
+          "exited")
 REMOTE_PATIENCE = 0.1     # seconds a read waits for the slots of ranks on other hosts
 REMOTE_FRESH = 1.0        # seconds after its start a remote read's result is still used
 _CODES = {name: code << 8 for code, name in enumerate(OPERATIONS, 1)}  # 0: nothing entered yet
@@ -59,6 +64,7 @@ class Entry:
     counts: Mapping[int, int] = dataclasses.field(default_factory=dict)  # group hash -> entered
     complete: bool = True      # ``counts`` holds every group it used
     broken: str | None = None  # how its communicator broke in that entry (``BREAKS``), if it did
+    reason: str = ""           # why it exited, where ``broken`` is "exited"
 
     def entered_in(self, group: str) -> int | None:
         """How many collectives of ``group`` it has entered (its last one's number),
@@ -104,17 +110,20 @@ class Board:
         self._all_words = memoryview(self._slots).cast("B").cast("q")  # every local slot
         self._read_word = self._all_words.__getitem__
         self._floats = memoryview(mine).cast("B").cast("d")
+        self._reason = mine[REASON:].view(np.uint8)
         self._positions: dict[str, int] = {}  # group name -> the word counting its collectives
         self._lent: dict[int, int] = {}  # group hash -> count, of groups waiting for the last row
         self._peer_words: dict[str, tuple] = {}  # group name -> its others' BROKEN words here
         self._remote = None
         self._reads: dict[int, tuple] = {}  # world rank -> (request, buffer, start) of a read
-        if local.Get_size() < world.Get_size():
+        self._remote_ranks = [r for r in range(world.Get_size()) if r not in self._local]
+        if self._remote_ranks:
             self._remote = MPI.Win.Create(mine, 8, comm=world)
             self._remote.Lock_all(MPI.MODE_NOCHECK)
         local.Barrier()
         if own_local:
             local.Free()
+        exits.watch(self)
 
     def publish(self, operation: str, group) -> None:
         """Record that this rank enters ``operation`` on ``group`` (anything with the
@@ -132,6 +141,30 @@ class Board:
         ``BREAKS``); the first record stays."""
         if not self._words[BROKEN]:
             self._words[BROKEN] = BREAKS.index(why) + 1
+
+    def mark_exited(self, reason: str) -> None:
+        """Record that this rank exits, for ``reason`` (text, cut to ``REASON_BYTES``),
+        unless its communicator broke before (its peers know that already)."""
+        if self._words[BROKEN]:
+            return
+        text = reason.encode()[:REASON_BYTES]
+        self._reason[:] = 0
+        self._reason[:len(text)] = np.frombuffer(text, np.uint8)
+        self._words[BROKEN] = BREAKS.index("exited") + 1  # after the text: readers see both
+
+    def waited_for_remotely(self) -> bool:
+        """Whether a rank on another host waits in a collective, of a group with this
+        rank, that this rank has not entered (reading it drives MPI, serving its reads)."""
+        if not self._remote_ranks:
+            return False
+        mine = self.mine()
+        for entry in self.entries(self._remote_ranks).values():
+            group = self.groups.get(entry.group)
+            if (entry.operation is not None and not entry.broken and group is not None
+                    and self.rank in group.ranks
+                    and (mine.entered_in(entry.group) or 0) < entry.sequence):
+                return True
+        return False
 
     def local_peer_broken(self, group) -> bool:
         """Whether a member of ``group`` (a ``Group``) on this host has recorded that its
@@ -192,6 +225,7 @@ class Board:
 
     def free(self) -> None:
         """Release the windows (collective over the world); MPI_Finalize does it otherwise."""
+        exits.forget(self)
         if self._remote is not None:
             self._remote.Unlock_all()
             self._remote.Free()
@@ -199,7 +233,7 @@ class Board:
         self._words.release()
         self._all_words.release()
         self._floats.release()
-        self._slots = None
+        self._slots = self._reason = None
         self._shared.Free()
 
     def _place(self, group: str) -> int:
@@ -226,15 +260,22 @@ class Board:
     def _decode(self, rank: int, slot: np.ndarray, local: bool) -> Entry:
         floats = slot.view(np.float64)
         header = int(slot[HEADER])
+        broken = BREAKS[int(slot[BROKEN]) - 1] if slot[BROKEN] else None
+        reason = _reason(slot) if broken == "exited" else ""
         if not header:
-            return Entry(rank, True)
+            return Entry(rank, True, broken=broken, reason=reason)
         if local:
             ago = _monotonic() - floats[TIME]
         else:  # the owner's monotonic clock, told apart from ours by its offset to wall time
             ago = time.time() - (floats[TIME] + floats[CLOCK_OFFSET])
-        rows = slot[TABLE:].reshape(ROWS, 2)
+        rows = slot[TABLE:REASON].reshape(ROWS, 2)
         key, sequence = (int(v) for v in slot[(header & 0xFF) - 1:(header & 0xFF) + 1])
         names = {stable_hash(name): name for name in self.groups}
-        broken = BREAKS[int(slot[BROKEN]) - 1] if slot[BROKEN] else None
         return Entry(rank, True, OPERATIONS[(header >> 8) - 1], names.get(key), key, sequence,
-                     float(ago), {int(k): int(n) for k, n in rows if k}, not slot[FULL], broken)
+                     float(ago), {int(k): int(n) for k, n in rows if k}, not slot[FULL], broken,
+                     reason)
+
+
+def _reason(slot: np.ndarray) -> str:
+    """The text of an exit in ``slot`` (a cut character where the text was cut is dropped)."""
+    return slot[REASON:].view(np.uint8).tobytes().rstrip(b"\0").decode(errors="ignore")

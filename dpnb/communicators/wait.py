@@ -237,6 +237,9 @@ class Guard:
         if board is None or group is None:
             return
         peers = board.broken_peers(r for r in group.ranks if r != board.rank)
+        if any(e.broken == "exited" for e in peers):
+            entered = board.mine().entered_in(group.name)
+            peers = [e for e in peers if not _took_part(e, group.name, entered)]
         if peers and grace > 0:
             if self._peer_seen is None:
                 self._peer_seen = now
@@ -283,6 +286,14 @@ class PeerBroken(CommunicatorError):
     """Another rank of the group broke its communicator, so it will not take part."""
 
 
+def _took_part(peer, group: str, sequence: int | None) -> bool:
+    """Whether ``peer`` (a board ``Entry``) exited after entering collective number
+    ``sequence`` of ``group`` (this rank's): its part is done, its exit no reason to fail."""
+    entered = peer.entered_in(group)
+    return (peer.broken == "exited" and sequence is not None and entered is not None
+            and entered >= sequence)
+
+
 def _why_broken(error: BaseException) -> str:
     """The board's word (``board.BREAKS``) for how ``error`` broke a communicator."""
     if isinstance(error, PeerBroken):
@@ -295,15 +306,26 @@ def _why_broken(error: BaseException) -> str:
 
 
 def peer_broken_message(peers: list, group: str) -> str:
-    """The error of a rank whose peers (board ``Entry`` each) broke their communicator."""
-    named = "; ".join(f"rank {e.rank} {e.broken} in {e.operation} #{e.sequence}"
-                      + (f" on {e.group!r}" if e.group not in (None, group) else "")
-                      for e in peers)
+    """The error of a rank whose peers (board ``Entry`` each) broke their communicator
+    or exited."""
+    named = "; ".join(_peer_broke(e, group) for e in peers)
     whose, it = (("their communicators are", "they") if len(peers) > 1 else
                  ("its communicator is", "it"))
-    return (f"{named}: {whose} broken, so {it} will not take part in collectives on "
-            f"{group!r} again.  The ranks are out of step: restart the engines (e.g. "
-            "`%dpnb restart` or cluster.restart()) and create a new communicator")
+    why = (f", so {it}" if all(e.broken == "exited" for e in peers) else
+           f": {whose} broken, so {it}")
+    return (f"{named}{why} will not take part in collectives on {group!r} again.  The ranks "
+            "are out of step: restart the engines (e.g. `%dpnb restart` or cluster.restart()) "
+            "and create a new communicator")
+
+
+def _peer_broke(peer, group: str) -> str:
+    """What a peer (a board ``Entry``) did: broke its communicator where, or exited why."""
+    where = (f"{peer.operation} #{peer.sequence}"
+             + (f" on {peer.group!r}" if peer.group not in (None, group) else ""))
+    if peer.broken != "exited":
+        return f"rank {peer.rank} {peer.broken} in {where}"
+    after = f"after {where}" if peer.operation is not None else "before any collective"
+    return f"rank {peer.rank} exited {after} ({peer.reason})"
 
 
 def stall_report(mine, group: str, others: dict) -> str:
