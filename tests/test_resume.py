@@ -10,6 +10,7 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from dpnb.cluster import Cluster
 from dpnb.cluster.journal import Entry
 from dpnb.errors import DpnbError
 from dpnb.notebook import gather
+from dpnb.testing import check_ranks
 
 TIMEOUT = 60
 N_STEPS = 60
@@ -26,6 +28,7 @@ N_STEPS = 60
 DEFINE = [
     """%%px
 import time
+from pathlib import Path
 import numpy as np
 import dpnb
 import dpnb.communicators as C
@@ -322,3 +325,11 @@ def test_restore_in_one_process(tmp_path, extension):
                             check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "identical ['commit-000003.complete', 'commit-000003.rank-0.npz']" in result.stdout
+
+
+def test_commits_across_ranks_and_resume_outside_a_restart(tmp_path):
+    """Two ranks commit, agreeing in JSON over MPI; a rank's failed write and rank 0's
+    failed marker fail the commit on both; ``resume=True`` takes the last commit, and a
+    new run warns, naming the commits, before it removes them."""
+    check_ranks(2, Path(__file__).parent / "mpi_scripts" / "training_state.py", str(tmp_path),
+                timeout=120)

@@ -21,12 +21,16 @@ between the two phases restores commit N - 1, which is kept until N is complete.
 On engines restarted with ``resume=True`` the notebook calls ``prepare_resume``
 before it replays the journal and ``finish_resume`` after it: the state
 constructed during the replay (or else the first one constructed afterwards)
-takes the last complete commit.  Construction and ``commit()`` are collective:
-run them on every rank."""
+takes the last complete commit.  Elsewhere (a script run again under mpiexec, a
+new cluster on the same ``$DPNB_STATE_DIR``) ``TrainingState(..., resume=True)``
+takes it.  Any other construction starts a new run and removes the earlier run's
+commits, saying which first (a warning on rank 0's log).  Construction and
+``commit()`` are collective: run them on every rank."""
 from __future__ import annotations
 
 import glob
 import json
+import logging
 import math
 import os
 import random
@@ -39,6 +43,8 @@ import numpy as np
 from ..communicators import values
 from ..errors import DpnbError
 from ..fileio import atomic_write
+
+log = logging.getLogger(__name__)
 
 STATE_ENV = "DPNB_STATE_DIR"
 COMMIT_KEY = "dpnb_commit"  # what a commit publishes to the notebook (a training cell)
@@ -138,10 +144,16 @@ class TrainingState:
     ``solver`` is a solver or a dict name -> solver; ``rngs`` a dict name -> generator
     of your own to keep as well; the other keywords are counters (JSON values: ints,
     floats, strings, lists), read and set as attributes (``state.step += 1``).
-    ``directory`` defaults to the cluster's (``state_directory()``)."""
+    ``directory`` defaults to the cluster's (``state_directory()``).
+
+    ``resume=True`` continues from the newest complete commit in the directory (see
+    ``restored``; the counters given stand where there is none).  Without it, outside
+    ``cluster.restart(resume=True)``, the state starts a new run: the commits found
+    there are removed, after a warning that names them."""
 
     def __init__(self, solver=None, *, rngs: Mapping | None = None,
-                 directory: str | os.PathLike | None = None, **counters):
+                 directory: str | os.PathLike | None = None, resume: bool = False,
+                 **counters):
         global _resume, _latest
         self._solvers = self._checked_solvers(solver)
         self._rngs = dict(rngs or {})
@@ -163,7 +175,7 @@ class TrainingState:
         self.restored: int | None = None
         self.commit_seconds: float | None = None
         _latest = self
-        if _resume == "on_construction":
+        if _resume == "on_construction" or (resume and _resume is None):
             self.restore()  # where it raises, a corrected construction tries again
             _resume = None
         elif _resume is None:
@@ -293,7 +305,12 @@ class TrainingState:
 
     def _forget_earlier_commits(self) -> None:
         """A new training run: commits of an earlier one must never be restored into it.
-        Each rank removes its own files, so no earlier commit stays complete."""
+        Each rank removes its own files, so no earlier commit stays complete; rank 0
+        names them first."""
+        if self.rank == 0:
+            found = _found(self._directory, _FILE, 0) | _found(self._directory, _MARKER)
+            if found:
+                log.warning(_forgetting_message(self._directory, found))
         self._prune(keep_from=math.inf)
 
     # -- restoring --------------------------------------------------------------------
@@ -387,6 +404,20 @@ def _json_counters(counters: dict) -> None:
         raise DpnbError(f"TrainingState counters must be JSON values (ints, floats, strings, "
                         f"lists, dicts), got {counters!r} ({e}); convert them, e.g. "
                         "int(step)") from None
+
+
+def _forgetting_message(directory: str, numbers: set[int]) -> str:
+    """The warning of a new run that removes the commits ``numbers`` found in ``directory``."""
+    complete = sorted(_found(directory, _MARKER))
+    marker = _read_marker(directory, complete[-1]) if complete else None
+    newest = (f"; the newest complete one, commit {marker['commit']}, holds "
+              + ", ".join(f"{k}={v!r}" for k, v in marker["counters"].items())
+              if marker else "; none of them is complete")
+    return (f"TrainingState: a new run removes the commits of an earlier run in {directory}: "
+            f"{', '.join(str(n) for n in sorted(numbers))}{newest}.  To continue from an "
+            "earlier run's last commit instead, construct the state with resume=True "
+            "(after an engine died: cluster.restart(resume=True)); to keep them, give the "
+            "new run another directory= (or $DPNB_STATE_DIR)")
 
 
 def _read_marker(directory: str, number: int) -> dict | None:

@@ -1,0 +1,98 @@
+"""Run under mpiexec with 2 ranks and a shared directory: TrainingState across ranks,
+whose agreement travels as JSON over MPI (never pickles).
+
+Commits 1 and 2 on both ranks; a commit whose file rank 1 cannot write fails on
+every rank naming rank 1 and the OSError; one whose marker rank 0 cannot write fails
+on every rank too.  A new state with ``resume=True`` takes commit 2 (the counters,
+the parameters); one without it warns on rank 0, naming commits 2-3 and how to keep
+them, then removes every rank's files."""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+import dpnb as nn
+import dpnb.parametric_functions as PF
+import dpnb.solvers as S
+from dpnb.cluster.training_state import _marker_file, _rank_file
+from dpnb.testing import Checks, guarded
+
+
+class Records(logging.Handler):
+    """Keeps the messages logged on "dpnb.cluster.training_state"."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record) -> None:
+        self.messages.append(record.getMessage())
+
+
+def network():
+    nn.clear_parameters()
+    PF.affine(nn.Variable((2, 3)), 4, name="fc")
+    solver = S.Sgd(0.1)
+    solver.set_parameters(nn.get_parameters())
+    return solver
+
+
+def main(directory: str) -> None:
+    world = MPI.COMM_WORLD
+    r = world.Get_rank()
+    ok = Checks(r)
+    solver = network()
+    state = nn.TrainingState(solver=solver, directory=directory, step=0, name="run")
+    for step in (5, 10):
+        nn.get_parameters()["fc/affine/W"].d = step + r
+        state.step = step
+        ok.true(state.commit() == step // 5, f"commit at step {step}")
+
+    blocked = _rank_file(directory, 3, 1)
+    if r == 1:
+        os.mkdir(blocked)  # the file cannot replace a directory
+    world.Barrier()
+    ok.raises(nn.DpnbError, r"commit 3 failed \(nothing was committed; the last complete "
+              r"commit is 2\): rank 1: \w+Error", state.commit, "a rank's write fails")
+    if r == 1:
+        os.rmdir(blocked)
+    if r == 0:
+        os.mkdir(_marker_file(directory, 3))
+    world.Barrier()
+    ok.raises(nn.DpnbError, "commit 3 failed: rank 0 could not mark it complete",
+              state.commit, "rank 0's marker fails")
+    world.Barrier()
+    if r == 0:
+        os.rmdir(_marker_file(directory, 3))
+
+    solver = network()
+    resumed = nn.TrainingState(solver=solver, directory=directory, resume=True, step=0,
+                               name="")
+    ok.true((resumed.restored, resumed.step, resumed.name) == (2, 10, "run"),
+            "resume=True takes commit 2", f"{resumed.restored, resumed.step, resumed.name}")
+    ok.close(nn.get_parameters()["fc/affine/W"].d, np.full((3, 4), 10.0 + r, np.float32),
+             "the parameters of commit 2")
+
+    records = Records()
+    logging.getLogger("dpnb.cluster.training_state").addHandler(records)
+    nn.TrainingState(solver=network(), directory=directory, step=0)
+    world.Barrier()
+    if r == 0:
+        ok.true(len(records.messages) == 1 and "removes the commits of an earlier run in "
+                f"{directory}: 2, 3; the newest complete one, commit 2, holds step=10, "
+                "name='run'.  To continue from an earlier run's last commit instead, "
+                "construct the state with resume=True" in records.messages[0],
+                "rank 0 names the commits it removes", repr(records.messages))
+        ok.true(os.listdir(directory) == [], "every rank's files removed",
+                repr(os.listdir(directory)))
+    else:
+        ok.true(records.messages == [], "only rank 0 warns", repr(records.messages))
+    ok.finish()
+
+
+if __name__ == "__main__":
+    guarded(lambda: main(sys.argv[1]))
