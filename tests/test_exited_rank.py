@@ -20,7 +20,7 @@ TIMEOUT = 60.0
 LEARNED_WITHIN = 2.0  # seconds from rank 1's exit to rank 0's error (0.3 to 0.4 s measured)
 
 
-@pytest.mark.parametrize("mode", ["raise", "exit", "first", "ended"])
+@pytest.mark.parametrize("mode", ["raise", "exit", "first", "ended", "remote"])
 def test_peers_learn_of_an_exited_rank(mode):
     """Rank 0 raises naming rank 1 and why, long before its 60 s timeout, and the whole
     run ends (rank 1's exit status, if any, is mpiexec's)."""
@@ -30,7 +30,7 @@ def test_peers_learn_of_an_exited_rank(mode):
     exited = float(re.search(r"^RANK 1 EXITS AT (\S+)$", run.output, re.M).group(1))
     learned = float(re.search(r"^RANK 0 LEARNED AT (\S+)$", run.output, re.M).group(1))
     assert 0 < learned - exited < LEARNED_WITHIN, run.output
-    if mode in ("raise", "first"):
+    if mode in ("raise", "first", "remote"):
         assert "ValueError: no such thing" in run.output          # rank 1's own traceback too
 
 
