@@ -17,6 +17,8 @@ from dpnb.communicators.mpiexec import find_mpiexec
     ({"SLURM_LOCALID": "0", "SLURM_TASKS_PER_NODE": "4", "SLURM_NODEID": "0"}, (0, 4)),
     ({"SLURM_LOCALID": "0", "SLURM_TASKS_PER_NODE": "garbage"}, None),
     ({"MPI_LOCALRANKID": "0"}, None),                                          # size missing
+    ({"PMI_RANK": "1", "PMI_SIZE": "2", "DPNB_ONE_HOST": "1"}, (1, 2)),       # gforker, here
+    ({"PMI_RANK": "1", "PMI_SIZE": "2"}, None),                     # ranks maybe on other hosts
     ({}, None),
 ])
 def test_local_rank_from_env(environ, expected):

@@ -14,6 +14,9 @@ import sys
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 _REEXEC_MARK = "DPNB_ENGINE_REEXEC"
+# set by the launcher of a one-host cluster: every rank runs here, so PMI's rank and size
+# are the local ones (MPICH's gforker exports no local rank)
+ONE_HOST_ENV = "DPNB_ONE_HOST"
 
 
 def _slurm_tasks_on_node(tasks_per_node: str, node_id: int) -> int | None:
@@ -28,9 +31,12 @@ def _slurm_tasks_on_node(tasks_per_node: str, node_id: int) -> int | None:
 
 
 def local_rank_from_env(environ=os.environ) -> tuple[int, int] | None:
-    """(local rank, ranks on this host) as MPICH, Open MPI or Slurm export them, else None."""
+    """(local rank, ranks on this host) as MPICH, Open MPI or Slurm export them, or
+    PMI's rank and size on a one-host cluster; else None."""
     pairs = (("MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
              ("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"))
+    if environ.get(ONE_HOST_ENV) == "1":
+        pairs += (("PMI_RANK", "PMI_SIZE"),)
     for rank_var, size_var in pairs:
         if rank_var in environ and size_var in environ:
             return int(environ[rank_var]), int(environ[size_var])

@@ -121,9 +121,8 @@ class Cluster:
         config.EngineLauncher.engine_cmd = list(ENGINE_CMD)
         config.EngineLauncher.environment = dict(self.env)
         if self.engines == "mpi":
-            config.MPIEngineSetLauncher.mpi_cmd = [require_mpi()]
             config.MPIEngineSetLauncher.mpi_args = list(self.mpi_args)
-            launcher = "mpi"
+            launcher = self._mpi_launcher(config, require_mpi())
         else:
             from .slurm import SlurmEngines
             launcher = SlurmEngines
@@ -144,6 +143,17 @@ class Cluster:
             options["controller_args"] = [*options.get("controller_args", []),
                                           "--IPController.enable_curve=True"]
         return ipp.Cluster(**options)
+
+    def _mpi_launcher(self, config, mpiexec: str):
+        """ipyparallel's MPI launcher for several hosts; on one host, dpnb's, which keeps
+        MPI's sockets on 127.0.0.1 (``dpnb.cluster.local_engines``)."""
+        from .local_engines import LocalMPIEngines, local_mpiexec, one_host
+
+        if not one_host(self.mpi_args, {**os.environ, **self.env}):
+            config.MPIEngineSetLauncher.mpi_cmd = [mpiexec]
+            return "mpi"
+        config.MPIEngineSetLauncher.mpi_cmd = [local_mpiexec(mpiexec)]
+        return LocalMPIEngines
 
     def start(self) -> Cluster:
         """Start the controller and ``n`` engines; return when all are ready (or raise)."""
@@ -841,12 +851,17 @@ def _engines_as_ranks(loaded) -> None:
     starts for an attached cluster are dpnb's, one per MPI rank, as ``start()`` starts them."""
     from ipyparallel.cluster.launcher import MPILauncher
 
+    from .local_engines import LocalMPIEngines, local_mpiexec
+
     config = loaded.config
     if "engine_cmd" not in config.EngineLauncher:
         config.EngineLauncher.engine_cmd = list(ENGINE_CMD)
-    if (issubclass(loaded.engine_launcher_class, MPILauncher)
-            and "mpi_cmd" not in config.MPIEngineSetLauncher):
-        config.MPIEngineSetLauncher.mpi_cmd = [require_mpi()]
+    launcher = loaded.engine_launcher_class
+    if issubclass(launcher, MPILauncher) and "mpi_cmd" not in config.MPIEngineSetLauncher:
+        mpiexec = require_mpi()
+        if issubclass(launcher, LocalMPIEngines):   # as start() chose it: gforker on one host
+            mpiexec = local_mpiexec(mpiexec)
+        config.MPIEngineSetLauncher.mpi_cmd = [mpiexec]
 
 
 def _load_cluster_file(where, cluster_id: str, left: processes.Footprint):
