@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import time
 import psutil
 import pytest
 
-from dpnb.cluster import Cluster
+from dpnb.cluster import Cluster, processes
 from dpnb.errors import DpnbError
 
 TIMEOUT = 60
@@ -273,3 +274,33 @@ def test_a_start_under_way_elsewhere_is_refused(security):
     stopped = dpnb("cluster", "stop", "--cluster-id", "busy")
     assert stopped.returncode == 0, stopped.stderr
     assert stopped.stdout.strip() == "stopped the cluster in profile 'mpi' (cluster id 'busy')"
+
+
+def test_two_starts_at_the_same_moment_one_wins(security):
+    """Two `dpnb cluster start`s on one profile at once: the profile's lock makes one
+    check, clean up and claim before the other looks, so one starts and the other is
+    refused, never both failing or one cluster's engines registering with the other."""
+    for attempt in range(3):
+        command = [sys.executable, "-m", "dpnb.cli", "cluster", "start", "-n", "2",
+                   "--timeout", str(TIMEOUT)]
+        starts = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True) for _ in range(2)]
+        outs = [p.communicate(timeout=3 * TIMEOUT) for p in starts]
+        found = []
+        try:
+            assert sorted(p.returncode for p in starts) == [0, 1], (attempt, outs)
+            loser = outs[[p.returncode for p in starts].index(1)][1]
+            assert re.search(r"a cluster is (already running|being started) in profile 'mpi'",
+                             loser), loser
+            assert "Traceback" not in loser
+            assert not any("removed the files" in err for _, err in outs)   # none was stale
+            found = cluster_processes(security)
+            check_complete(found)
+            ours = {p.pid for p in processes.find(security.parent, "").processes}
+            assert ours == {p.pid for p in found}                # nothing of the loser's runs
+            status = dpnb("cluster", "status")
+            assert status.returncode == 0 and "2 engines run" in status.stdout, status.stdout
+        finally:
+            stopped = dpnb("cluster", "stop")
+            assert wait_gone(found) == []
+        assert stopped.returncode == 0, stopped.stderr

@@ -180,7 +180,13 @@ class Cluster:
 
     def _claim_profile(self) -> None:
         """Refuse to start where a cluster of this profile and id runs (or is being
-        started); remove the files of one that ended without stopping; record this start."""
+        started); remove the files of one that ended without stopping; record this start.
+        All under the profile's lock, so that two starts at once see each other."""
+        with processes.profile_lock(self.ipp.profile_dir):
+            self._claim_locked()
+
+    def _claim_locked(self) -> None:
+        """``_claim_profile``'s check, clean-up and claim, with the lock held."""
         profile_dir, cluster_id = self.ipp.profile_dir, self.ipp.cluster_id
         left = processes.find(profile_dir, cluster_id)
         if left.processes or left.starting:

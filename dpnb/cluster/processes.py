@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +53,25 @@ def cluster_files(profile_dir: str | os.PathLike, cluster_id: str) -> list[Path]
     """Every file a cluster leaves in its profile while it runs."""
     return [record_path(profile_dir, cluster_id), cluster_file(profile_dir, cluster_id),
             *connection_files(profile_dir, cluster_id), engine_state_file(profile_dir, cluster_id)]
+
+
+@contextmanager
+def profile_lock(profile_dir: str | os.PathLike):
+    """Hold the profile's start lock (``flock`` on its security directory) while inside.
+
+    :func:`find` is no snapshot: a start that looks while another claims may see the
+    other's fresh files without its processes and remove them as a crashed cluster's.
+    Starts that check, clean up and claim under this lock see each other's records."""
+    import fcntl
+
+    security = Path(profile_dir) / "security"
+    security.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(security, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)      # released when closed, or when this process dies
+        yield
+    finally:
+        os.close(fd)
 
 
 def _same_process(pid: int, start_time: float):
