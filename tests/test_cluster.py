@@ -322,10 +322,11 @@ def test_engine_dying_mid_cell_raises_and_restart_recovers(cluster, capsys):
 def test_stop_leaves_no_process(cluster):
     pids = list(cluster.pids)
     assert len(alive(pids)) >= 5                               # controller, mpiexec, 2 engines...
+    watchdog = cluster._watchdog.pid                           # ends it should this process die
     cluster.stop()
     cluster.stop()                                             # idempotent
     assert not cluster.running
-    assert wait_gone(pids) == []
+    assert wait_gone(pids + [watchdog]) == []
     with pytest.raises(DpnbError, match="not running"):
         cluster.topology()
 
@@ -373,6 +374,32 @@ def test_interpreter_exit_stops_the_cluster(ipython_dir):
     assert len(pids) >= 5
     assert out.stderr == ""                                    # quiet start and stop
     assert wait_gone(pids) == []
+
+
+def test_a_killed_driver_takes_its_cluster_along(ipython_dir):
+    """A driver killed outright (SIGKILL, as the OOM killer ends a kernel) runs no atexit;
+    its watchdog stops the cluster, and every process of it ends within 30 s."""
+    script = textwrap.dedent("""
+        import time
+        import dpnb
+        cluster = dpnb.start(2, timeout=60, cluster_id="killed-driver")
+        print(" ".join(map(str, cluster.pids)), flush=True)
+        time.sleep(600)
+    """)
+    driver = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in driver.stdout.readline().split()]
+        watchdogs = [p.pid for p in psutil.Process(driver.pid).children()
+                     if "dpnb.cluster.watchdog" in p.cmdline()]
+    finally:
+        driver.kill()
+        driver.wait()
+    killed = time.monotonic()
+    assert len(pids) >= 5 and len(watchdogs) == 1
+    assert wait_gone(pids + watchdogs, timeout=30) == []
+    print(f"all {len(pids)} processes gone {time.monotonic() - killed:.1f} s after SIGKILL")
+    security = ipython_dir / "profile_default" / "security"
+    assert not list(security.glob("*killed-driver*"))           # its files removed too
 
 
 def test_profile_with_ipcluster(tmp_path):

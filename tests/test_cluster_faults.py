@@ -304,3 +304,20 @@ def test_two_starts_at_the_same_moment_one_wins(security):
             stopped = dpnb("cluster", "stop")
             assert wait_gone(found) == []
         assert stopped.returncode == 0, stopped.stderr
+
+
+def test_a_stop_from_outside_ends_the_drivers_watchdog(security):
+    """The watchdog of a cluster this process owns exits once `dpnb cluster stop` has
+    stopped the cluster: it never outlives it, nor stops a later one."""
+    cluster = Cluster(2, profile="mpi", cluster_id="outside", timeout=TIMEOUT, progress=False)
+    cluster.start()
+    try:
+        found = cluster_processes(security, "outside")
+        watchdog = cluster._watchdog
+        assert watchdog.poll() is None
+        stopped = dpnb("cluster", "stop", "--cluster-id", "outside")
+        assert stopped.returncode == 0, stopped.stderr
+        assert wait_gone(found) == []
+        assert watchdog.wait(timeout=5) == 0
+    finally:
+        cluster.stop()

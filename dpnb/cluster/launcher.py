@@ -21,7 +21,7 @@ from ..errors import ClusterGone, DpnbError
 from . import engine_side, processes
 from .checks import require_mpi
 from .journal import Journal, resume_report
-from .profile import CONTROLLER_LAUNCHER, ENGINE_CMD, name_of
+from .profile import CONTROLLER_LAUNCHER, ENGINE_CMD, WATCHDOG_CMD, name_of
 from .profile import profile_dir as named_profile_dir
 from .stranded import StrandedTasks
 from .table import Table
@@ -105,6 +105,7 @@ class Cluster:
         self.view = None
         self._processes: list = []
         self._record: processes.Record | None = None
+        self._watchdog = None      # ends the cluster if this process dies (stop_at_exit)
         self._monitor = None
         self._last_result = None   # what the view's execute (``%%px``) sent last
         self._stranded = StrandedTasks(self._controller_gone)
@@ -168,6 +169,8 @@ class Cluster:
             raise
         _running.add(self)
         try:
+            if self.stop_at_exit:
+                self._start_watchdog()
             self.ipp.start_controller_sync()
             self._remember_processes()
             self.client = self._connect_client()
@@ -200,6 +203,29 @@ class Cluster:
             self._record = processes.Record.claim(profile_dir, cluster_id, self.n)
         except FileExistsError:
             raise DpnbError(_already_running(processes.find(profile_dir, cluster_id))) from None
+
+    def _start_watchdog(self) -> None:
+        """The process that stops this cluster should this one die without stopping it
+        (``dpnb.cluster.watchdog``)."""
+        import subprocess
+
+        from .engine import THREAD_VARIABLES
+
+        command = [*WATCHDOG_CMD, self.ipp.profile_dir, self.ipp.cluster_id, self._record.token,
+                   str(os.getpid())]
+        env = {**os.environ, **dict.fromkeys(THREAD_VARIABLES, "1")}   # no idle BLAS threads
+        # a session of its own: a terminal's Ctrl-C or hang-up meant for this process
+        # does not end it
+        self._watchdog = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                          env=env, start_new_session=True)
+
+    def _stop_watchdog(self) -> None:
+        """End the watchdog: this process has stopped the cluster itself."""
+        if self._watchdog is not None and self._watchdog.poll() is None:
+            self._watchdog.terminate()
+            self._watchdog.wait()
+        self._watchdog = None
 
     def _connect_client(self):
         """A client of the controller, or a DpnbError with the controller's log."""
@@ -680,26 +706,33 @@ class Cluster:
         own_state = (None if self.ipp is None or STATE_ENV in self.env or self._superseded()
                      else self.state_dir)
         if self.ipp is not None:
-            if self._superseded():
-                self.ipp.cluster_file = ""   # the file is the later start's: leave it alone
             try:
-                if self.ipp.engines:
-                    self._stop_engines()
+                self._stop_processes()
             finally:
-                if self.client is not None:
-                    self.client.close()
-                    self.client = None
-                try:
-                    self.ipp.stop_controller_sync()
-                finally:
-                    self._kill_leftovers()
-                    self.ipp = None
+                self._stop_watchdog()   # after the processes, in case this one dies meanwhile
         self.view = None
         if own_state is not None:
             shutil.rmtree(own_state, ignore_errors=True)
         _running.discard(self)
         if _current is self:
             _current = None
+
+    def _stop_processes(self) -> None:
+        """Engines, client, controller, then whatever of the cluster is left, and its files."""
+        if self._superseded():
+            self.ipp.cluster_file = ""   # the file is the later start's: leave it alone
+        try:
+            if self.ipp.engines:
+                self._stop_engines()
+        finally:
+            if self.client is not None:
+                self.client.close()
+                self.client = None
+            try:
+                self.ipp.stop_controller_sync()
+            finally:
+                self._kill_leftovers()
+                self.ipp = None
 
     def _superseded(self) -> bool:
         """Whether a later start of this profile and cluster id has replaced this one's record

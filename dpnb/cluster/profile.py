@@ -12,6 +12,8 @@ from ..errors import DpnbError
 NAME = "mpi"
 # How every engine starts, from ipcluster or dpnb.start: one MPI rank each.
 ENGINE_CMD = [sys.executable, "-m", "dpnb.cluster.engine"]
+# The process that stops a cluster whose driver died (``dpnb.start``'s, not ipcluster's).
+WATCHDOG_CMD = [sys.executable, "-m", "dpnb.cluster.watchdog"]
 # How every controller starts: with the cluster's file readable by its owner only.
 CONTROLLER_LAUNCHER = "dpnb.cluster.controller_launcher.PrivateFileControllerLauncher"
 CONFIG_FILE = "ipcluster_config.py"
