@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from dpnb.cluster import Cluster, processes
-from dpnb.errors import DpnbError
+from dpnb.errors import ClusterGone, DpnbError
 
 TIMEOUT = 60
 
@@ -240,6 +240,12 @@ def test_cluster_stop_in_python_after_the_controller_was_killed(security):
             Cluster(2, profile="mpi", cluster_id="python").start()
         os.kill(cluster.ipp.controller.pid, signal.SIGKILL)
         assert wait_gone(found[:1]) == []
+        engines = " ".join(map(str, sorted(engine_pids(found))))
+        with pytest.raises(ClusterGone, match=rf"the controller \(pid {found[0].pid}\) of the "
+                                              r"cluster in .* is gone, but the rest of the "
+                                              rf"cluster still runs \(mpiexec \d+; engines "
+                                              rf"{engines};.* schedulers .*cluster.stop\(\)"):
+            cluster.view.execute("1")                        # says what runs, not "all gone"
         cluster.stop()
         assert wait_gone(found) == []
         assert not cluster.running

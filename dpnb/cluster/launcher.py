@@ -7,6 +7,7 @@ cluster started is gone after ``stop()``, even where a polite shutdown fails."""
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import json
 import logging
 import os
@@ -361,16 +362,29 @@ class Cluster:
         if ipp is None:
             return _STOPPED
         where = _where(ipp.profile_dir, ipp.cluster_id)
-        if not self._controller_alive():
-            pid = getattr(ipp.controller, "pid", "?")
-            return (f"the controller (pid {pid}) of the cluster in {where} is gone, and its "
-                    "engines with it: the cluster was stopped from outside (the IPython "
-                    "Clusters panel, `dpnb cluster stop`) or its processes were ended.  "
-                    "`cluster.restart()` (or `%dpnb restart`) starts a new controller and "
-                    "engines (the engines' variables are lost); "
-                    f"{_attach_hint(ipp.profile_dir, ipp.cluster_id)} uses a "
-                    "cluster started again elsewhere")
-        return None
+        if self._controller_alive():
+            return None
+        pid = getattr(ipp.controller, "pid", "?")
+        gone = f"the controller (pid {pid}) of the cluster in {where}"
+        still = self._still_running()
+        if still:
+            return (f"{gone} is gone, but the rest of the cluster still runs ({still}): its "
+                    "controller was ended from outside.  `cluster.restart()` (or `%dpnb "
+                    "restart`) ends them and starts a new controller and engines (the engines' "
+                    "variables are lost); `cluster.stop()` only ends them")
+        return (f"{gone} is gone, and its engines with it: the cluster was stopped from "
+                "outside (the IPython Clusters panel, `dpnb cluster stop`) or its processes "
+                "were ended.  `cluster.restart()` (or `%dpnb restart`) starts a new controller "
+                "and engines (the engines' variables are lost); "
+                f"{_attach_hint(ipp.profile_dir, ipp.cluster_id)} uses a cluster started "
+                "again elsewhere")
+
+    def _still_running(self, roles: Sequence[str] | None = None) -> str:
+        """This cluster's processes that still run, of ``roles`` where given, as
+        "mpiexec 4; engines 5 6", or "" where none does."""
+        left = self._left()
+        alive = [p for p in left.processes if roles is None or left.roles[p.pid] in roles]
+        return dataclasses.replace(left, processes=alive).describe()
 
     def _gone(self) -> str | None:
         """Why this cluster cannot run a cell (its controller or engines are gone), or
@@ -386,12 +400,18 @@ class Cluster:
         wanted = [targets] if isinstance(targets, int) else (
             targets if isinstance(targets, list) else sorted(registered) or [0])
         missing = [t for t in wanted if t not in registered]
-        if missing or self._engines_exited():
-            named = (f"engine{'s' if len(missing) > 1 else ''} "
-                     f"{', '.join(map(str, missing))}" if missing else "the engines")
-            return (f"{named} of the cluster in {where} {'is' if len(missing) == 1 else 'are'} "
-                    f"gone (died, or stopped from outside).  {_GONE_ENGINES}")
-        return None
+        if not missing and not self._engines_exited():
+            return None
+        named = (f"engine{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}"
+                 if missing else "the engines")
+        are = "is" if len(missing) == 1 else "are"
+        still = self._still_running(_ENGINE_ROLES)
+        if still:
+            return (f"{named} of the cluster in {where} {are} not registered with its "
+                    f"controller any more, yet engine processes still run ({still}): hung, "
+                    f"or cut off from the controller.  {_GONE_ENGINES}")
+        return (f"{named} of the cluster in {where} {are} gone (died, or stopped from "
+                f"outside), and no engine process runs.  {_GONE_ENGINES}")
 
     def _show_interrupted(self) -> None:
         """After a ``%%px`` cell interrupted while it ran: every rank's error.  ipyparallel's
@@ -823,6 +843,8 @@ def _check_listening(ip: str | None, curve: bool, insecure: bool) -> None:
                     "to listen on 127.0.0.1 only")
 
 
+# the processes of a cluster that run its engines (the controller's are the others)
+_ENGINE_ROLES = ("mpiexec", "hydra_pmi_proxy", "engine", "nanny")
 _STOPPED = "the cluster is stopped; `cluster.start()` (or `dpnb.start(n=...)`) starts one"
 _GONE_ENGINES = ("Engine ids are MPI ranks; under MPI the death of one rank ends them all.  "
                  "`cluster.restart(resume=True)` (or `%dpnb restart --resume`) starts fresh "
