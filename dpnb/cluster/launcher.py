@@ -407,8 +407,8 @@ class Cluster:
         are = "is" if len(missing) == 1 else "are"
         still = self._still_running(_ENGINE_ROLES)
         if still:
-            return (f"{named} of the cluster in {where} {are} not registered with its "
-                    f"controller any more, yet engine processes still run ({still}): hung, "
+            return (f"{named} of the cluster in {where} {are} gone from its controller "
+                    f"(unregistered), yet engine processes still run ({still}): ending, hung, "
                     f"or cut off from the controller.  {_GONE_ENGINES}")
         return (f"{named} of the cluster in {where} {are} gone (died, or stopped from "
                 f"outside), and no engine process runs.  {_GONE_ENGINES}")
