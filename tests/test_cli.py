@@ -71,7 +71,7 @@ def test_profile_config_selects_mpi_engines_through_dpnb():
 
     c = Config()
     configure(c)
-    assert c.Cluster.engine_launcher_class == "mpi"
+    assert c.Cluster.engine_launcher_class == "dpnb.cluster.mpi_engines.MPIEngines"
     assert c.EngineLauncher.engine_cmd == [sys.executable, "-m", "dpnb.cluster.engine"]
     assert os.path.basename(c.MPIEngineSetLauncher.mpi_cmd[0]) == "mpiexec"
 

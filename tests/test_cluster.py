@@ -16,13 +16,12 @@ import time
 import numpy as np
 import psutil
 import pytest
-from ipyparallel.cluster.launcher import MPIEngineSetLauncher
 
 import dpnb
 from dpnb.cluster import Cluster
 from dpnb.cluster import processes
 from dpnb.cluster.launcher import _process_tree
-from dpnb.cluster.local_engines import LocalMPIEngines
+from dpnb.cluster.mpi_engines import MPIEngines
 from dpnb.errors import DpnbError
 from dpnb.notebook import ProgressMonitor, check_sync, compare, gather, gather_grads
 from seed_tutorial import NNABLA_CELLS, all_reduce_is_the_mean
@@ -266,25 +265,28 @@ def test_slurm_launcher_and_mpiexec_options_pass_through(ipython_dir):
     assert slurm.engine_launcher_class is SlurmEngines
     assert slurm.config.EngineLauncher.engine_cmd == [sys.executable, "-m", "dpnb.cluster.engine"]
     assert slurm.config.EngineLauncher.environment == {"A": "1"}
-    mpi = Cluster(2, mpi_args=["-f", "hosts"])._make_ipp_cluster()
-    assert mpi.config.MPIEngineSetLauncher.mpi_args == ["-f", "hosts"]
-    assert mpi.config.MPIEngineSetLauncher.mpi_cmd[0].endswith("mpiexec")   # hydra, hosts
-    assert mpi.engine_launcher_class is MPIEngineSetLauncher
+    hosts = Cluster(2, mpi_args=["-f", "hosts"])._make_ipp_cluster()
+    assert hosts.engine_launcher_class is MPIEngines
+    assert hosts.config.MPIEngineSetLauncher.mpi_args == ["-f", "hosts"]
+    launcher = MPIEngines(config=hosts.config)
+    assert launcher.find_args()[0].endswith("/mpiexec")            # hydra, across hosts
+    assert "DPNB_ONE_HOST" not in launcher.get_env()
 
 
 def test_one_host_runs_mpich_gforker_with_mpi_on_loopback(ipython_dir):
     """No hostfile: MPICH's gforker instead of hydra (which listens on every interface),
     the netmods kept to the loopback interface unless the user set them."""
     local = Cluster(2, mpi_args=["-genv", "X", "1"])._make_ipp_cluster()
-    assert local.engine_launcher_class is LocalMPIEngines
-    assert local.config.MPIEngineSetLauncher.mpi_cmd[0].endswith("/mpiexec.gforker")
-    assert local.config.MPIEngineSetLauncher.mpi_args == ["-genv", "X", "1"]
-    launcher = LocalMPIEngines(config=local.config, environment={"FI_TCP_IFACE": "eth9"})
+    assert local.engine_launcher_class is MPIEngines
+    launcher = MPIEngines(config=local.config, environment={"FI_TCP_IFACE": "eth9"})
+    launcher.n = 2
+    assert launcher.find_args()[0].endswith("/mpiexec.gforker")
+    assert launcher.find_args()[1:5] == ["-n", "2", "-genv", "X"]
     env = launcher.get_env()
     assert env["UCX_NET_DEVICES"] == "lo" and env["DPNB_ONE_HOST"] == "1"
     assert env["FI_TCP_IFACE"] == "eth9"                           # the user's setting wins
-    elsewhere = Cluster(2, env={"HYDRA_HOST_FILE": "hosts"})._make_ipp_cluster()
-    assert elsewhere.engine_launcher_class is MPIEngineSetLauncher
+    elsewhere = MPIEngines(config=local.config, environment={"HYDRA_HOST_FILE": "hosts"})
+    assert elsewhere.find_args()[0].endswith("/mpiexec")
 
 
 def test_restart_gives_fresh_engines(cluster):
@@ -458,5 +460,5 @@ def test_dpnb_launchers_load_back_from_cluster_files():
                         engines=abbreviate_launcher_class(SlurmEngines))
     assert named.controller_launcher_class is PrivateFileControllerLauncher
     assert named.engine_launcher_class is SlurmEngines
-    assert ipp.Cluster(engines=abbreviate_launcher_class(LocalMPIEngines)
-                       ).engine_launcher_class is LocalMPIEngines
+    assert ipp.Cluster(engines=abbreviate_launcher_class(MPIEngines)
+                       ).engine_launcher_class is MPIEngines

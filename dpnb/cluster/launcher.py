@@ -22,7 +22,7 @@ from ..errors import ClusterGone, DpnbError
 from . import engine_side, processes
 from .checks import require_mpi
 from .journal import Journal, resume_report
-from .profile import CONTROLLER_LAUNCHER, ENGINE_CMD, WATCHDOG_CMD, name_of
+from .profile import CONTROLLER_LAUNCHER, ENGINE_CMD, ENGINE_LAUNCHER, WATCHDOG_CMD, name_of
 from .profile import profile_dir as named_profile_dir
 from .stranded import StrandedTasks
 from .table import Table
@@ -123,8 +123,9 @@ class Cluster:
         config.EngineLauncher.engine_cmd = list(ENGINE_CMD)
         config.EngineLauncher.environment = dict(self.env)
         if self.engines == "mpi":
+            config.MPIEngineSetLauncher.mpi_cmd = [require_mpi()]
             config.MPIEngineSetLauncher.mpi_args = list(self.mpi_args)
-            launcher = self._mpi_launcher(config, require_mpi())
+            launcher = ENGINE_LAUNCHER
         else:
             from .slurm import SlurmEngines
             launcher = SlurmEngines
@@ -145,17 +146,6 @@ class Cluster:
             options["controller_args"] = [*options.get("controller_args", []),
                                           "--IPController.enable_curve=True"]
         return ipp.Cluster(**options)
-
-    def _mpi_launcher(self, config, mpiexec: str):
-        """ipyparallel's MPI launcher for several hosts; on one host, dpnb's, which keeps
-        MPI's sockets on 127.0.0.1 (``dpnb.cluster.local_engines``)."""
-        from .local_engines import LocalMPIEngines, local_mpiexec, one_host
-
-        if not one_host(self.mpi_args, {**os.environ, **self.env}):
-            config.MPIEngineSetLauncher.mpi_cmd = [mpiexec]
-            return "mpi"
-        config.MPIEngineSetLauncher.mpi_cmd = [local_mpiexec(mpiexec)]
-        return LocalMPIEngines
 
     def start(self) -> Cluster:
         """Start the controller and ``n`` engines; return when all are ready (or raise)."""
@@ -912,17 +902,12 @@ def _engines_as_ranks(loaded) -> None:
     starts for an attached cluster are dpnb's, one per MPI rank, as ``start()`` starts them."""
     from ipyparallel.cluster.launcher import MPILauncher
 
-    from .local_engines import LocalMPIEngines, local_mpiexec
-
     config = loaded.config
     if "engine_cmd" not in config.EngineLauncher:
         config.EngineLauncher.engine_cmd = list(ENGINE_CMD)
     launcher = loaded.engine_launcher_class
     if issubclass(launcher, MPILauncher) and "mpi_cmd" not in config.MPIEngineSetLauncher:
-        mpiexec = require_mpi()
-        if issubclass(launcher, LocalMPIEngines):   # as start() chose it: gforker on one host
-            mpiexec = local_mpiexec(mpiexec)
-        config.MPIEngineSetLauncher.mpi_cmd = [mpiexec]
+        config.MPIEngineSetLauncher.mpi_cmd = [require_mpi()]
 
 
 def _load_cluster_file(where, cluster_id: str, left: processes.Footprint):

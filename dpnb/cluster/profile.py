@@ -16,6 +16,8 @@ ENGINE_CMD = [sys.executable, "-m", "dpnb.cluster.engine"]
 WATCHDOG_CMD = [sys.executable, "-m", "dpnb.cluster.watchdog"]
 # How every controller starts: with the cluster's file readable by its owner only.
 CONTROLLER_LAUNCHER = "dpnb.cluster.controller_launcher.PrivateFileControllerLauncher"
+# How every engine set starts: mpiexec, on one host with MPI kept to the loopback interface.
+ENGINE_LAUNCHER = "dpnb.cluster.mpi_engines.MPIEngines"
 CONFIG_FILE = "ipcluster_config.py"
 CONFIG_TEXT = '''\
 """ipcluster configuration of the IPython profile "mpi" (installed by `dpnb profile install`).
@@ -33,7 +35,7 @@ def configure(c) -> None:
     """Fill an ipcluster config ``c``: MPI engines through the dpnb entry point."""
     from ..communicators.mpiexec import find_mpiexec
 
-    c.Cluster.engine_launcher_class = "mpi"
+    c.Cluster.engine_launcher_class = ENGINE_LAUNCHER
     c.Cluster.controller_launcher_class = CONTROLLER_LAUNCHER
     c.MPIEngineSetLauncher.mpi_cmd = [find_mpiexec()]
     c.EngineLauncher.engine_cmd = list(ENGINE_CMD)

@@ -1,5 +1,5 @@
-"""Engines of a one-host cluster (no hostfile, no ``-hosts``): nothing of MPI listens
-beyond 127.0.0.1.
+"""dpnb's MPI engines: across hosts, ipyparallel's mpiexec launcher as it is; on one host
+(no hostfile, no ``-hosts``), one where nothing of MPI listens beyond 127.0.0.1.
 
 hydra's mpiexec listens for its proxies on every interface (no option binds its
 control port to one address), and MPICH's netmods (UCX, libfabric) listen on the host's
@@ -47,22 +47,36 @@ def loopback_interface() -> str:
     return "lo"
 
 
-class LocalMPIEngines(MPIEngineSetLauncher):
-    """MPI engines on this host only, with MPI's sockets on the loopback interface."""
+class MPIEngines(MPIEngineSetLauncher):
+    """One engine per MPI rank; on one host with MPICH's gforker and MPI's sockets on the
+    loopback interface, where ``mpi_args`` and the environment name no other host."""
 
     # how ipyparallel names the class in cluster files and finds it again
-    entrypoint_name = f"{__name__}.LocalMPIEngines"
+    entrypoint_name = f"{__name__}.MPIEngines"
 
     loopback_env = Dict(config=True, help="variables that keep MPICH's netmods (UCX, "
                                           "libfabric's tcp and sockets providers) on the "
-                                          "loopback interface; the user's own settings win")
+                                          "loopback interface on one host; the user's own "
+                                          "settings win")
 
     @default("loopback_env")
     def _loopback_env(self):
         lo = loopback_interface()
         return {"UCX_NET_DEVICES": lo, "FI_TCP_IFACE": lo, "FI_SOCKETS_IFACE": lo}
 
+    @property
+    def one_host(self) -> bool:
+        return one_host(self.mpi_args, {**os.environ, **self.environment})
+
+    def find_args(self):
+        args = super().find_args()
+        if self.one_host:
+            args[0] = local_mpiexec(args[0])
+        return args
+
     def get_env(self):
+        if not self.one_host:
+            return super().get_env()
         env = {k: v for k, v in self.loopback_env.items() if k not in os.environ}
         env[ONE_HOST_ENV] = "1"
         env.update(super().get_env())
