@@ -164,15 +164,25 @@ def h5_array(reading: Reading, name: str, dataset: h5py.Dataset) -> np.ndarray |
 
 
 def h5_attribute(reading: Reading, obj, key: str, kinds: str = NUMERIC):
-    """The scalar attribute ``key`` of ``obj`` (None where absent), of a kind in ``kinds``
-    (attributes live whole in the file, unlike datasets, so their size is bounded)."""
+    """The single-value attribute ``key`` of ``obj`` (None where absent), of a kind in
+    ``kinds``, its type checked before it is read."""
     if key not in obj.attrs:
         return None
-    value = np.asarray(obj.attrs[key])
-    if value.size != 1 or value.dtype.kind not in kinds:
+    declared = obj.attrs.get_id(key)
+    if declared.dtype.kind not in kinds or declared.shape is None or math.prod(declared.shape) != 1:
         raise reading.refuse(f"has attribute {key!r} of {obj.name!r} holding "
-                             f"{value.dtype} {value.shape}, not a single value")
-    return value.reshape(()).item()
+                             f"{declared.dtype} {declared.shape}, not a single value")
+    return np.asarray(obj.attrs[key]).reshape(()).item()
+
+
+def h5_text_attribute(reading: Reading, obj, key: str) -> str | None:
+    """The fixed-length string attribute ``key`` of ``obj``; None where absent or of
+    variable length: variable-length data lives in a heap that, damaged, can make
+    HDF5 loop forever, so it is never read."""
+    if key not in obj.attrs or obj.attrs.get_id(key).dtype.kind == "O":
+        return None
+    value = h5_attribute(reading, obj, key, "S")
+    return value.decode("utf-8", "replace")
 
 
 def h5_scalar(reading: Reading, name: str, dataset: h5py.Dataset, kinds: str = "iu") -> int:

@@ -15,11 +15,12 @@ from typing import BinaryIO
 
 import h5py
 import numpy as np
+
 from ..errors import DpnbError
 from ..fileio import describe, require_readable, write_target
 from . import nnabla_pb2
 from .checked_read import (NUMERIC, Reading, decoding, h5_array, h5_attribute, h5_datasets,
-                           h5_scalar, npz_arrays, proto_array, read_whole)
+                           h5_scalar, h5_text_attribute, npz_arrays, proto_array, read_whole)
 
 States = OrderedDict[str, tuple[dict[str, np.ndarray], int]]
 
@@ -30,7 +31,7 @@ WHAT = "solver state"
 def _write_h5(f: BinaryIO, solver_type: str, states: States) -> None:
     """A group per parameter holding its state datasets and ``t``."""
     with h5py.File(f, "w") as h5:
-        h5.attrs["solver"] = solver_type
+        h5.attrs["solver"] = np.bytes_(solver_type)  # fixed length: read without a heap
         for index, (name, (arrays, t)) in enumerate(states.items()):
             group = h5.require_group(name)
             group.attrs["index"] = index
@@ -44,7 +45,7 @@ def _read_h5(f, reading: Reading) -> tuple[str | None, States]:
     """(solver type or None, states) of an .h5 state file, parameters in ``index`` order."""
     groups: dict[str, dict] = {}
     with h5py.File(f, "r") as h5:
-        solver_type = h5_attribute(reading, h5, "solver", "SUO")
+        solver_type = h5_text_attribute(reading, h5, "solver")
         for name, dataset in h5_datasets(h5):
             group, key = name.rsplit("/", 1) if "/" in name else ("", name)
             entry = groups.setdefault(group, {"index": h5_attribute(reading, dataset.parent,
@@ -60,12 +61,7 @@ def _read_h5(f, reading: Reading) -> tuple[str | None, States]:
     states = OrderedDict(
         (g, ({key: a for _, key, a in sorted(groups[g]["arrays"], key=lambda e: e[0])},
              groups[g]["t"])) for g in order)
-    return (None if solver_type is None else _text(solver_type)), states
-
-
-def _text(value) -> str:
-    """An attribute's string, as h5py gives it (str, or bytes for fixed-length)."""
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+    return solver_type, states
 
 
 def write_optimizer(opt: nnabla_pb2.Optimizer, states: States) -> None:
