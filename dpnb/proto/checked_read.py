@@ -246,11 +246,12 @@ def _npy_array(reading: Reading, name: str, stream, member_size: int,
         raise reading.refuse(f"has array {name!r} of type {dtype}, not {_kinds(kinds)}")
     if not reading.declare(name, shape, dtype.itemsize):
         return None
-    array = np.empty(math.prod(shape), dtype)
-    if array.nbytes > member_size or _fill(stream, memoryview(array.view(np.uint8))) != array.nbytes:
-        raise DpnbError(f"{reading.label} declares {array.nbytes:,} bytes for array {name!r} "
-                        f"of shape {shape}, but holds fewer: it is truncated or damaged; save "
-                        "it again")
+    nbytes = math.prod(shape) * dtype.itemsize
+    array = np.empty(math.prod(shape), dtype) if nbytes <= member_size else None
+    if array is None or _fill(stream, memoryview(array.view(np.uint8))) != nbytes:
+        raise DpnbError(f"{reading.label} declares {nbytes:,} bytes for array {name!r} of "
+                        f"shape {shape}, but holds fewer: it is truncated or damaged; save it "
+                        "again")
     return array.reshape(shape, order="F" if fortran else "C")
 
 

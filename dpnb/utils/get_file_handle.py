@@ -13,6 +13,7 @@ import h5py
 
 from ..errors import DpnbError
 from ..fileio import describe
+from ..proto.checked_read import Reading, spooled_member
 
 _TEXT = (".nntxt", ".prototxt")
 _KINDS = (".nnp", ".h5", ".protobuf") + _TEXT
@@ -61,11 +62,13 @@ def get_file_handle_load(nnp: zipfile.ZipFile | None, path, ext: str) -> Iterato
     names a member of it.  Handles opened here are closed on leaving; a file object
     given is left open."""
     if nnp is not None:
-        with nnp.open(path, "r") as member:
-            if ext == ".h5":
-                with h5py.File(io.BytesIO(member.read()), "r") as h5:
-                    yield h5
-            else:
+        info = nnp.getinfo(path)
+        Reading(f"member {path!r} of network file {nnp.filename!r}").declare_members([info])
+        if ext == ".h5":
+            with spooled_member(nnp, info) as member, h5py.File(member, "r") as h5:
+                yield h5
+        else:
+            with nnp.open(info, "r") as member:
                 yield member
         return
     with _handle(path, ext, "r") as handle:
