@@ -137,6 +137,19 @@ def test_an_h5_gzip_bomb_is_refused_from_its_declared_size(tmp_path):
     assert peak < 100 * MiB
 
 
+@pytest.mark.parametrize("ext", [".h5", ".nnp", ".npz"])
+def test_bombs_are_refused_under_the_default_limit(tmp_path, ext):
+    path = tmp_path / f"bomb{ext}"
+    if ext == ".h5":
+        gzip_bomb_h5(path, 400 * MiB)
+    else:
+        zip_bomb(path, "parameter.h5" if ext == ".nnp" else "w.npy", 256 * MiB)  # 256 KB files
+    outcome, peak = in_child(lambda: nn.load_parameters(path))
+    refused(outcome, re.escape(str(path)), r"(1,677,721,600|268,435,456) bytes",
+            "but stores only", "decompression bomb", LIMIT_VARIABLE)
+    assert peak < 50 * MiB
+
+
 def test_a_bomb_of_another_shape_than_the_network_is_refused_under_the_default_limit(tmp_path):
     path = tmp_path / "bomb.h5"
     gzip_bomb_h5(path, 400 * MiB)
@@ -159,14 +172,15 @@ def test_an_nnp_whose_member_inflates_beyond_the_limit_is_refused_before_inflati
     assert peak < 50 * MiB
 
 
-def test_an_nnp_member_within_the_limit_is_spooled_and_its_misfit_never_read(tmp_path):
+def test_an_nnp_member_within_a_limit_set_by_hand_is_spooled_and_its_misfit_never_read(
+        tmp_path):
     path = tmp_path / "bomb.nnp"
     h5 = io.BytesIO()
     with h5py.File(h5, "w") as f:  # a dataset declared at 256 MiB, its storage never written
         f.create_dataset("fc/affine/W", (64 * MiB,), np.float32)
     zip_bomb(path, "parameter.h5", 256 * MiB, head=h5.getvalue())
     small_network()
-    outcome, peak = in_child(lambda: nn.load_parameters(path))
+    outcome, peak = in_child(lambda: nn.load_parameters(path), {LIMIT_VARIABLE: str(1 << 30)})
     refused(outcome, r"'fc/affine/W' is \(67108864,\) in the file, \(3, 4\) in the network")
     assert peak < 100 * MiB
 

@@ -25,6 +25,8 @@ from ..errors import DpnbError
 LIMIT_VARIABLE = "DPNB_MAX_DECLARED_BYTES"
 DEFAULT_CAP = 8 << 30  # 8 GiB: some times the largest parameter file of nnabla's model zoo
 NUMERIC = "biuf"  # bool, signed and unsigned integers, floats: what a parameter can hold
+BOMB_FLOOR = 64 << 20  # an entry declaring more than this ...
+MAX_RATIO = 100  # ... and more than this many times the bytes it stores is a bomb
 SPOOL_BYTES = 32 << 20  # a zip member bigger than this is spooled to disk, not memory
 COPY_BYTES = 1 << 20
 
@@ -66,6 +68,7 @@ class Reading:
     def __init__(self, label: str, expected: Callable[[str], Shape | None] | None = None):
         self.label = label
         self.limit = max_declared_bytes()
+        self.trusting = LIMIT_VARIABLE in os.environ  # a limit set by hand: no bomb guess
         self.declared = 0
         self._expected = expected
         self.mismatched: list[str] = []
@@ -76,9 +79,11 @@ class Reading:
                          f"declare: it is damaged or crafted; if you trust it, raise the limit "
                          f"with the environment variable {LIMIT_VARIABLE}=<bytes>")
 
-    def declare(self, item: str, shape: Sequence[int], itemsize: int) -> bool:
-        """Count an array ``item`` of ``shape`` against the limit; False where the
-        destination expects another shape (noted in ``mismatched``; skip its data)."""
+    def declare(self, item: str, shape: Sequence[int], itemsize: int,
+                stored: int | None = None) -> bool:
+        """Count an array ``item`` of ``shape`` (kept compressed in ``stored`` bytes, where
+        known) against the limit; False where the destination expects another shape
+        (noted in ``mismatched``; skip its data)."""
         shape = self._checked_shape(item, shape)
         expected = None if self._expected is None else self._expected(item)
         if expected is not None and tuple(expected) != shape:
@@ -88,8 +93,21 @@ class Reading:
         nbytes = math.prod(shape) * int(itemsize)
         if self.declared + nbytes > self.limit:
             raise self.over_limit(f"{item!r} of shape {shape}", nbytes, self.declared + nbytes)
+        self._refuse_bomb(f"{item!r} of shape {shape}", nbytes, stored)
         self.declared += nbytes
         return True
+
+    def _refuse_bomb(self, what: str, nbytes: int, stored: int | None) -> None:
+        """Refuse an entry inflating far beyond what it stores, unless the limit was set by
+        hand: nnabla and dpnb write parameters uncompressed, and real values compress
+        little, so only a crafted file (or a big one of mostly zeros) does that."""
+        if self.trusting or stored is None or nbytes <= BOMB_FLOOR:
+            return
+        if nbytes > MAX_RATIO * stored:
+            raise DpnbError(f"{self.label} declares {nbytes:,} bytes for {what} but stores "
+                            f"only {stored:,}: a decompression bomb, or a big entry of mostly "
+                            f"zeros; if you trust the file, set the environment variable "
+                            f"{LIMIT_VARIABLE}=<bytes> to load whatever declares no more")
 
     def _checked_shape(self, item: str, shape: Sequence[int] | None) -> Shape:
         """``shape`` as a tuple of non-negative ints, or an error naming ``item``."""
@@ -107,6 +125,7 @@ class Reading:
             if info.file_size > self.limit or total > self.limit:
                 raise self.over_limit(f"member {info.filename!r} (inflated)", info.file_size,
                                        total)
+            self._refuse_bomb(f"member {info.filename!r}", info.file_size, info.compress_size)
 
     def refuse(self, problem: str) -> DpnbError:
         """The error for an entry of the file that dpnb will not read."""
@@ -158,7 +177,8 @@ def h5_array(reading: Reading, name: str, dataset: h5py.Dataset) -> np.ndarray |
                              "virtual storage), which could read any file of this machine")
     if dataset.dtype.kind not in NUMERIC or dataset.dtype.fields is not None:
         raise reading.refuse(f"has dataset {name!r} of type {dataset.dtype}, not numeric")
-    if not reading.declare(name, dataset.shape, dataset.dtype.itemsize):
+    stored = dataset.id.get_storage_size()  # compressed, or nothing where never written
+    if not reading.declare(name, dataset.shape, dataset.dtype.itemsize, stored):
         return None
     return np.asarray(dataset[()])
 
