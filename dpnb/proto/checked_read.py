@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import h5py
 import numpy as np
+from h5py import h5a
 
 from ..errors import DpnbError
 
@@ -185,24 +186,28 @@ def h5_array(reading: Reading, name: str, dataset: h5py.Dataset) -> np.ndarray |
 
 def h5_attribute(reading: Reading, obj, key: str, kinds: str = NUMERIC):
     """The single-value attribute ``key`` of ``obj`` (None where absent), of a kind in
-    ``kinds``, its type checked before it is read."""
-    if key not in obj.attrs:
+    ``kinds``, its type checked before it is read (h5py's low level: one call each)."""
+    name = key.encode()
+    if not h5a.exists(obj.id, name):
         return None
-    declared = obj.attrs.get_id(key)
-    if declared.dtype.kind not in kinds or declared.shape is None or math.prod(declared.shape) != 1:
+    attribute = h5a.open(obj.id, name)
+    dtype, shape = attribute.dtype, attribute.shape
+    if dtype.kind not in kinds or shape is None or math.prod(shape) != 1:
         raise reading.refuse(f"has attribute {key!r} of {obj.name!r} holding "
-                             f"{declared.dtype} {declared.shape}, not a single value")
-    return np.asarray(obj.attrs[key]).reshape(()).item()
+                             f"{dtype} {shape}, not a single value")
+    value = np.empty(shape, dtype)
+    attribute.read(value)
+    return value.reshape(()).item()
 
 
 def h5_text_attribute(reading: Reading, obj, key: str) -> str | None:
     """The fixed-length string attribute ``key`` of ``obj``; None where absent or of
     variable length: variable-length data lives in a heap that, damaged, can make
     HDF5 loop forever, so it is never read."""
-    if key not in obj.attrs or obj.attrs.get_id(key).dtype.kind == "O":
+    name = key.encode()
+    if not h5a.exists(obj.id, name) or h5a.open(obj.id, name).dtype.kind == "O":
         return None
-    value = h5_attribute(reading, obj, key, "S")
-    return value.decode("utf-8", "replace")
+    return h5_attribute(reading, obj, key, "S").decode("utf-8", "replace")
 
 
 def h5_scalar(reading: Reading, name: str, dataset: h5py.Dataset, kinds: str = "iu") -> int:
