@@ -45,7 +45,8 @@ def _physical_memory() -> int | None:
 def max_declared_bytes() -> int:
     """The most bytes one file may declare: ``$DPNB_MAX_DECLARED_BYTES``, else the
     smaller of 8 GiB and half this machine's memory (a load holds the decoded arrays
-    beside the parameters they replace, so a file declaring more could not be loaded)."""
+    beside the parameters they replace, so a file declaring more could not be loaded).
+    Set by hand, it also lifts the guess that refuses decompression bombs below it."""
     value = os.environ.get(LIMIT_VARIABLE)
     if value is None:
         memory = _physical_memory()
@@ -75,6 +76,7 @@ class Reading:
         self.mismatched: list[str] = []
 
     def over_limit(self, what: str, nbytes: int, total: int) -> DpnbError:
+        """The error for ``what`` declaring ``nbytes``, ``total`` in all, over the limit."""
         return DpnbError(f"{self.label} declares {nbytes:,} bytes for {what} ({total:,} bytes in "
                          f"all so far), over the limit of {self.limit:,} bytes that one file may "
                          f"declare: it is damaged or crafted; if you trust it, raise the limit "
