@@ -13,8 +13,9 @@ generator unless passed in ``rngs``, CuPy's) are not captured.
 
 Commits are two-phase across ranks, in ``$DPNB_STATE_DIR`` or else
 ``dpnb-state-<cluster id>`` in the cluster's IPython profile (on several hosts a path
-they all see, such as a shared home, or the same path on each): every rank writes ``commit-N.rank-R.npz`` atomically, the ranks confirm
-to each other that all writes succeeded, then rank 0 writes ``commit-N.complete``.
+they all see, such as a shared home, or the same path on each): every rank writes
+``commit-N.rank-R.npz`` atomically, the ranks confirm to each other that all writes
+succeeded, then rank 0 writes ``commit-N.complete``.
 A commit is restored only where its marker and every rank's file exist, so a crash
 between the two phases restores commit N - 1, which is kept until N is complete.
 
