@@ -29,7 +29,6 @@ commits, saying which first (a warning on rank 0's log).  Construction and
 ``commit()`` are collective: run them on every rank."""
 from __future__ import annotations
 
-import glob
 import json
 import logging
 import math
@@ -43,7 +42,7 @@ import numpy as np
 
 from ..communicators import values
 from ..errors import DpnbError
-from ..fileio import atomic_write
+from ..fileio import atomic_write, load_arrays, sweep_temporaries
 
 log = logging.getLogger(__name__)
 
@@ -301,8 +300,8 @@ class TrainingState:
             for number in _found(self._directory, _MARKER):
                 if number < keep_from:
                     _remove(_marker_file(self._directory, number))
-        for tmp in glob.glob(os.path.join(self._directory, f".commit-*.rank-{self.rank}.npz.*.tmp")):
-            _remove(tmp)
+        sweep_temporaries(self._directory,
+                          re.compile(rf"\.commit-\d+\.rank-{self.rank}\.npz\.[^.]+\.tmp"))
 
     def _forget_earlier_commits(self) -> None:
         """A new training run: commits of an earlier one must never be restored into it.
@@ -341,8 +340,7 @@ class TrainingState:
         if marker is None:
             return None
         number = marker["commit"]
-        with np.load(_rank_file(self._directory, number, self.rank), allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
+        arrays = load_arrays(_rank_file(self._directory, number, self.rank), "training state")
         self._load(arrays, number)
         self.restored = self.committed = number
         self._next = number + 1

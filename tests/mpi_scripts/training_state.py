@@ -1,7 +1,7 @@
 """Run under mpiexec with 2 ranks and a shared directory: TrainingState across ranks,
 whose agreement travels as JSON over MPI (never pickles).
 
-Commits 1 and 2 on both ranks; a commit whose file rank 1 cannot write fails on
+Commits 1 and 2 on both ranks, which remove what a killed commit left; a commit whose file rank 1 cannot write fails on
 every rank naming rank 1 and the OSError; one whose marker rank 0 cannot write fails
 on every rank too.  A new state with ``resume=True`` takes commit 2 (the counters,
 the parameters); one without it warns on rank 0, naming commits 2-3 and how to keep
@@ -47,10 +47,14 @@ def main(directory: str) -> None:
     ok = Checks(r)
     solver = network()
     state = nn.TrainingState(solver=solver, directory=directory, step=0, name="run")
+    killed = os.path.join(directory, f".commit-7.rank-{r}.npz.x1y2z3.tmp")  # a killed write's
+    with open(killed, "wb") as f:
+        f.write(b"partial")
     for step in (5, 10):
         nn.get_parameters()["fc/affine/W"].d = step + r
         state.step = step
         ok.true(state.commit() == step // 5, f"commit at step {step}")
+    ok.true(not os.path.exists(killed), "a commit sweeps the temporaries of killed ones")
 
     blocked = _rank_file(directory, 3, 1)
     if r == 1:
