@@ -253,7 +253,7 @@ def test_listening_elsewhere_is_explicit(ipython_dir):
         with pytest.raises(DpnbError, match=rf"ip='{re.escape(ip)}' opens the controller to "
                                             r"other hosts without encryption.*curve=True.*"
                                             r"insecure=True \(`--insecure`\)"):
-            dpnb.start(2, ip=ip)
+            Cluster(2, ip=ip)                                       # before anything starts
     plain = Cluster(2, ip="*", insecure=True)._make_ipp_cluster()
     assert plain.controller_ip == "*" and not plain.controller_args
 
