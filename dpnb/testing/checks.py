@@ -5,6 +5,7 @@ data, checks that record failures instead of stopping, and the report
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -157,3 +158,16 @@ def guarded(main: Callable[[], object]) -> None:
         say(f"RANK {this_rank()} FAIL: raised {type(e).__name__}: {e}")
         sys.stderr.flush()
         os._exit(2)
+
+
+class LoggedWarnings(logging.Handler):
+    """The warnings logged on ``logger`` (and below it) from now on, as ``messages``:
+    what a rank told its user, for a check to read."""
+
+    def __init__(self, logger: str):
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+        logging.getLogger(logger).addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())

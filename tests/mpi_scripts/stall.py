@@ -30,23 +30,12 @@ import dpnb.communicators as C
 from dpnb.communicators.board import REMOTE_FRESH, Board
 from dpnb.communicators.exchange import Group
 from dpnb.communicators.wait import stall_report
-from dpnb.testing import Checks, guarded
+from dpnb.testing import Checks, LoggedWarnings, guarded
 
 STALL = 0.5
 BUSY = 2.0        # seconds a late rank computes
 LATER = 1.5       # how much longer rank 2 computes than rank 1, with 3 ranks
 NUMBER = r"\d+(?:\.\d+)?"
-
-
-class Records(logging.Handler):
-    """Keeps the messages logged on "dpnb.communicators"."""
-
-    def __init__(self):
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record) -> None:
-        self.messages.append(record.getMessage())
 
 
 def busy_loop(seconds: float) -> None:
@@ -79,7 +68,7 @@ def one_long_call(n: int) -> float:
     return time.monotonic() - start
 
 
-def waiting(comm, call, records: Records) -> tuple[list[str], list[str], float]:
+def waiting(comm, call, records: LoggedWarnings) -> tuple[list[str], list[str], float]:
     """Run ``call()``; the report lines it printed, the messages it logged, its seconds."""
     out = io.StringIO()
     logged = len(records.messages)
@@ -123,10 +112,8 @@ def numbered(text: str) -> str:
 def late(comm, ok: Checks) -> None:
     n, r = comm.size, comm.rank
     size = long_call_size(BUSY + 0.5)
-    records = Records()
-    log = logging.getLogger("dpnb.communicators")
-    log.addHandler(records)
-    log.propagate = False
+    records = LoggedWarnings("dpnb.communicators")
+    logging.getLogger("dpnb.communicators").propagate = False
     comm.stall_seconds = STALL
     x = np.full(5, r + 1.0, np.float32)
     total = n * (n + 1) / 2
@@ -188,7 +175,7 @@ def late(comm, ok: Checks) -> None:
         groups(comm, ok, records)
 
 
-def groups(comm, ok: Checks, records: Records) -> None:
+def groups(comm, ok: Checks, records: LoggedWarnings) -> None:
     """Rank 1 waits on group 'pair' for rank 2, rank 0 on 'world' for both."""
     r = comm.rank
     comm.new_group(("pair", [1, 2]))

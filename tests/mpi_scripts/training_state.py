@@ -8,7 +8,6 @@ the parameters); one without it warns on rank 0, naming commits 2-3 and how to k
 them, then removes every rank's files."""
 from __future__ import annotations
 
-import logging
 import os
 import sys
 
@@ -19,18 +18,7 @@ import dpnb as nn
 import dpnb.parametric_functions as PF
 import dpnb.solvers as S
 from dpnb.cluster.training_state import _marker_file, _rank_file
-from dpnb.testing import Checks, guarded
-
-
-class Records(logging.Handler):
-    """Keeps the messages logged on "dpnb.cluster.training_state"."""
-
-    def __init__(self):
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record) -> None:
-        self.messages.append(record.getMessage())
+from dpnb.testing import Checks, LoggedWarnings, guarded
 
 
 def network():
@@ -81,8 +69,7 @@ def main(directory: str) -> None:
     ok.close(nn.get_parameters()["fc/affine/W"].d, np.full((3, 4), 10.0 + r, np.float32),
              "the parameters of commit 2")
 
-    records = Records()
-    logging.getLogger("dpnb.cluster.training_state").addHandler(records)
+    records = LoggedWarnings("dpnb.cluster.training_state")
     nn.TrainingState(solver=network(), directory=directory, step=0)
     world.Barrier()
     if r == 0:
