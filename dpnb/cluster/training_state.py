@@ -407,8 +407,9 @@ def _json_counters(counters: dict) -> None:
 
 def _forgetting_message(directory: str, numbers: set[int]) -> str:
     """The warning of a new run that removes the commits ``numbers`` found in ``directory``."""
-    complete = sorted(_found(directory, _MARKER))
-    marker = _read_marker(directory, complete[-1]) if complete else None
+    markers = (_read_marker(directory, n) for n in sorted(_found(directory, _MARKER),
+                                                          reverse=True))
+    marker = next((m for m in markers if m is not None), None)
     newest = (f"; the newest complete one, commit {marker['commit']}, holds "
               + ", ".join(f"{k}={v!r}" for k, v in marker["counters"].items())
               if marker else "; none of them is complete")
@@ -420,12 +421,16 @@ def _forgetting_message(directory: str, numbers: set[int]) -> str:
 
 
 def _read_marker(directory: str, number: int) -> dict | None:
-    """The marker of commit ``number``, or None where it cannot be read."""
+    """The marker of commit ``number``, or None where it cannot be read or lacks what
+    rank 0 writes into every marker."""
     try:
         with open(_marker_file(directory, number), "rb") as f:
-            return json.loads(f.read())
+            marker = json.loads(f.read())
     except (OSError, ValueError):
         return None
+    if not isinstance(marker, dict) or not {"commit", "size", "counters"} <= marker.keys():
+        return None
+    return marker
 
 
 def _remove(path: str) -> None:

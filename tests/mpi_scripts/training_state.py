@@ -1,14 +1,16 @@
 """Run under mpiexec with 2 ranks and a shared directory: TrainingState across ranks,
 whose agreement travels as JSON over MPI (never pickles).
 
-Commits 1 and 2 on both ranks, which remove what a killed commit left; a commit whose file rank 1 cannot write fails on
-every rank naming rank 1 and the OSError; one whose marker rank 0 cannot write fails
-on every rank too.  A new state with ``resume=True`` takes commit 2 (the counters,
-the parameters); one without it warns on rank 0, naming commits 2-3 and how to keep
-them, then removes every rank's files."""
+Commits 1 and 2 on both ranks, which remove what a killed commit left; a commit whose
+file rank 1 cannot write fails on every rank naming rank 1 and the OSError; one whose
+marker rank 0 cannot write fails on every rank too.  A new state with ``resume=True``
+takes commit 2 (the counters, the parameters), passing over a commit 4 whose marker
+lacks what rank 0 writes; one without it warns on rank 0, naming commits 2-4 and how to
+keep them, then removes every rank's files."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 
 import numpy as np
@@ -61,11 +63,17 @@ def main(directory: str) -> None:
     if r == 0:
         os.rmdir(_marker_file(directory, 3))
 
+    shutil.copyfile(_rank_file(directory, 2, r), _rank_file(directory, 4, r))
+    if r == 0:  # a marker that is JSON but not one rank 0 writes: commit 4 is no commit
+        with open(_marker_file(directory, 4), "w") as f:
+            f.write('{"commit": 4}')
+    world.Barrier()
     solver = network()
     resumed = nn.TrainingState(solver=solver, directory=directory, resume=True, step=0,
                                name="")
     ok.true((resumed.restored, resumed.step, resumed.name) == (2, 10, "run"),
-            "resume=True takes commit 2", f"{resumed.restored, resumed.step, resumed.name}")
+            "resume=True takes commit 2, past a damaged marker",
+            f"{resumed.restored, resumed.step, resumed.name}")
     ok.close(nn.get_parameters()["fc/affine/W"].d, np.full((3, 4), 10.0 + r, np.float32),
              "the parameters of commit 2")
 
@@ -74,7 +82,7 @@ def main(directory: str) -> None:
     world.Barrier()
     if r == 0:
         ok.true(len(records.messages) == 1 and "removes the commits of an earlier run in "
-                f"{directory}: 2, 3; the newest complete one, commit 2, holds step=10, "
+                f"{directory}: 2, 3, 4; the newest complete one, commit 2, holds step=10, "
                 "name='run'.  To continue from an earlier run's last commit instead, "
                 "construct the state with resume=True" in records.messages[0],
                 "rank 0 names the commits it removes", repr(records.messages))
