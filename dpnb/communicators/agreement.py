@@ -156,7 +156,7 @@ def verdict(group, call: Call, wait, what) -> bool:
     if same[:-1].all() and not refused:
         return bool(same[-1])
     descriptions = values.allgather_json(group.comm, call.describe(),
-                                    lambda request: wait(request, what))
+                                         lambda request: wait(request, what))
     if refused:
         raise RankArgumentError(_refusal_message(group, descriptions))
     differing = [_FIELDS[i] for i in np.flatnonzero(~same[:-1])]

@@ -6,11 +6,12 @@ it has used (``stable_hash`` of the name, collectives entered in it), the
 monotonic time of its last entry, a header word naming that entry's
 operation and table row, and a word saying whether (and why) the rank's
 communicator broke in that entry, so that its peers stop waiting for it, and
-(where the rank exited, exits.py) the reason as text.  Publishing is a few stores into memory the rank
-holds anyway, no MPI call (about 0.2 us): the count, the time, then the header,
-so that a reader that sees a new header sees the count and time that go with
-it (x86 makes stores visible in order; elsewhere a read racing a write may,
-for that moment, pair an entry with the previous time).
+(where the rank exited, exits.py) the reason as text.  Publishing is a few
+stores into memory the rank holds anyway, no MPI call (about 0.2 us): the
+count, the time, then the header, so that a reader that sees a new header sees
+the count and time that go with it (x86 makes stores visible in order;
+elsewhere a read racing a write may, for that moment, pair an entry with the
+previous time).
 
 Ranks on one host share one MPI-3 shared-memory window: a peer reads a slot
 with plain loads, whatever its owner is doing (computing in NumPy included),
