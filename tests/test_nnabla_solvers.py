@@ -12,6 +12,7 @@ from conftest import requires_gpu
 
 import dpnb as nn
 import dpnb.solvers as S
+from dpnb.solvers import runs
 from dpnb.context import to_module
 from dpnb.ext_utils import get_extension_context
 
@@ -65,12 +66,12 @@ def assert_states(solver: S.Solver, case: dict) -> None:
                                        err_msg=f"{key}/{name}")
 
 
-@pytest.mark.parametrize("cpu_slice", [S.CPU_SLICE, 5], ids=["one-slice", "slices-of-5"])
+@pytest.mark.parametrize("cpu_slice", [runs.CPU_SLICE, 5], ids=["one-slice", "slices-of-5"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_updates_and_states_match_nnabla(monkeypatch, name, cpu_slice):
     """Slices of 5 elements cut across parameters, so per-parameter norms (Lamb,
     Lars) must add up over slices."""
-    monkeypatch.setattr(S, "CPU_SLICE", cpu_slice)
+    monkeypatch.setattr(runs, "CPU_SLICE", cpu_slice)
     case = CASES[name]
     solver, params, trace = run_case(case)
     assert len(solver.runs) == 1

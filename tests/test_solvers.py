@@ -6,6 +6,7 @@ from conftest import requires_gpu
 
 import dpnb as nn
 import dpnb.solvers as S
+from dpnb.solvers import runs
 from dpnb.context import to_module
 from dpnb.errors import DpnbError
 from dpnb.ext_utils import get_extension_context
@@ -56,8 +57,8 @@ def subset_layout(rng):
 
 def large_layout(rng):
     """One run of several CPU update slices, parameter ends falling inside slices."""
-    sizes = {"a/W": (300, 500), "a/b": (500,), "b/W": (S.CPU_SLICE + 7,)}
-    assert sum(np.prod(shape) for shape in sizes.values()) > 3 * S.CPU_SLICE
+    sizes = {"a/W": (300, 500), "a/b": (500,), "b/W": (runs.CPU_SLICE + 7,)}
+    assert sum(np.prod(shape) for shape in sizes.values()) > 3 * runs.CPU_SLICE
     return make_params({name: rng.randn(*shape) for name, shape in sizes.items()}), 1
 
 

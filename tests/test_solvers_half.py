@@ -13,6 +13,7 @@ from test_solvers import CASES, adam_moments
 
 import dpnb as nn
 import dpnb.solvers as S
+from dpnb.solvers import runs
 from dpnb.context import to_module
 from dpnb.ext_utils import get_extension_context
 
@@ -178,12 +179,12 @@ def test_half_updates_follow_the_float32_reference(rng, case, grads, hyper_kind)
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_half_runs_of_several_slices(rng, case):
     """A run of several CPU update slices, parameter ends inside slices."""
-    shapes = {"a/W": (300, 500), "a/b": (500,), "b/W": (S.CPU_SLICE + 7,)}
+    shapes = {"a/W": (300, 500), "a/b": (500,), "b/W": (runs.CPU_SLICE + 7,)}
     with nn.context_scope(HALF["cpu"]):
         params = make_half_params(rng, shapes, loose=False)
         solver = check_case(case, "tiny", "defaults", params, rng)
         (run,) = solver.runs
-        assert run.size > 2 * S.CPU_SLICE
+        assert run.size > 2 * runs.CPU_SLICE
 
 
 @pytest.mark.parametrize("name", ["Adam", "AdamW", "Adagrad", "RMSprop"])
