@@ -36,9 +36,11 @@ def brief_traceback(shell, etype, value, tb) -> list[str]:
 
 def _show_briefly(shell, etype, value, tb, tb_offset=None):
     stb = brief_traceback(shell, etype, value, tb)
-    # the shell's display hook: ipykernel's sends the error to the notebook and
-    # keeps it as the traceback of the execute reply that ipyparallel shows
-    shell._showtraceback(etype, value, stb)
+    # IPython's protocol for exceptions that render their own traceback: showtraceback
+    # displays it through the shell's hook (ipykernel's sends it to the notebook and
+    # keeps it as the traceback of the execute reply that ipyparallel shows)
+    value._render_traceback_ = lambda: stb
+    shell.showtraceback((etype, value, tb))
     return stb
 
 

@@ -76,12 +76,19 @@ def check_mpiexec() -> Check:
 
 
 def check_ipyparallel() -> Check:
+    """ipyparallel of the major version dpnb was tested with, and what dpnb uses of it
+    and of IPython beyond their documented API (``internals``)."""
     version = _version("ipyparallel")
-    fix = "pip install 'dpnb[cluster]'   (ipyparallel>=9)"
+    fix = "pip install 'dpnb[cluster]'   (ipyparallel>=9,<10, ipython<10)"
     if version is None:
         return Check("ipyparallel", False, "not installed", fix)
-    if int(version.split(".")[0]) < 9:
-        return Check("ipyparallel", False, f"version {version}, 9 or newer is needed", fix)
+    if int(version.split(".")[0]) != 9:
+        return Check("ipyparallel", False, f"version {version}; dpnb works with 9.x", fix)
+    from .internals import missing
+
+    gone = missing()
+    if gone:
+        return Check("ipyparallel", False, f"version {version}, but " + "; ".join(gone), fix)
     return Check("ipyparallel", True, version)
 
 
