@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
-import json
 import logging
 import os
 import shutil
@@ -19,21 +18,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import ClusterGone, DpnbError
-from . import engine_side, processes
+from . import engine_side, files, processes
 from .checks import require_mpi
 from .journal import Journal, resume_report
-from .profile import CONTROLLER_LAUNCHER, ENGINE_CMD, ENGINE_LAUNCHER, WATCHDOG_CMD, name_of
-from .profile import profile_dir as named_profile_dir
+from .profile import CONTROLLER_LAUNCHER, ENGINE_CMD, ENGINE_LAUNCHER, WATCHDOG_CMD
 from .stranded import StrandedTasks
 from .table import Table
 from .training_state import STATE_ENV, state_directory
 
 log = logging.getLogger(__name__)
-# ipyparallel's own logging (launcher output, engine logs at stop) goes here, not into cells.
-_ipp_log = logging.getLogger("dpnb.cluster.ipyparallel")
-_ipp_log.addHandler(logging.NullHandler())
-_ipp_log.propagate = False
-_ipp_log.setLevel(logging.WARNING)  # at DEBUG, launchers copy engine output to stderr
 
 NO_TASK_BAR = 10**7  # seconds
 SIGNAL_WAIT = 5.0    # seconds an interrupt waits for the engines to confirm the signal
@@ -129,7 +122,7 @@ class Cluster:
         else:
             from .slurm import SlurmEngines
             launcher = SlurmEngines
-        options = dict(engines=launcher, n=self.n, config=config, log=_ipp_log,
+        options = dict(engines=launcher, n=self.n, config=config, log=files.IPP_LOG,
                        controller=CONTROLLER_LAUNCHER,
                        shutdown_atexit=False, engine_timeout=int(self.timeout), delay=0,
                        load_profile=self.profile is not None)
@@ -184,16 +177,17 @@ class Cluster:
         profile_dir, cluster_id = self.ipp.profile_dir, self.ipp.cluster_id
         left = processes.find(profile_dir, cluster_id)
         if left.processes or left.starting:
-            raise DpnbError(_already_running(left))
+            raise DpnbError(files.already_running(left))
         if left.files:
             removed = left.remove_files()
             log.warning("removed the files of a cluster in %s that no longer runs (its "
                         "processes ended without stopping it, e.g. killed): %s",
-                        _where(profile_dir, cluster_id), ", ".join(p.name for p in removed))
+                        files.place(profile_dir, cluster_id), ", ".join(p.name for p in removed))
         try:
             self._record = processes.Record.claim(profile_dir, cluster_id, self.n)
         except FileExistsError:
-            raise DpnbError(_already_running(processes.find(profile_dir, cluster_id))) from None
+            left = processes.find(profile_dir, cluster_id)
+            raise DpnbError(files.already_running(left)) from None
 
     def _start_watchdog(self) -> None:
         """The process that stops this cluster should this one die without stopping it
@@ -225,11 +219,11 @@ class Cluster:
         except (TimeoutError, RuntimeError, OSError) as e:
             controller = self.ipp.controller
             log_text = controller.get_output() if controller is not None else ""
-            where = _where(self.ipp.profile_dir, self.ipp.cluster_id)
+            profile_dir, cluster_id = self.ipp.profile_dir, self.ipp.cluster_id
             raise DpnbError(f"the controller (pid {getattr(controller, 'pid', '?')}) of the "
-                            f"cluster in {where} did not answer ({e}); if it hangs, "
-                            f"{_stop_hint(self.ipp.profile_dir, self.ipp.cluster_id)} ends the "
-                            "cluster.\nThe end of its log:\n"
+                            f"cluster in {files.place(profile_dir, cluster_id)} did not answer "
+                            f"({e}); if it hangs, {files.stop_hint(profile_dir, cluster_id)} "
+                            "ends the cluster.\nThe end of its log:\n"
                             + "".join(log_text.splitlines(True)[-10:])) from None
 
     def _start_engines(self) -> None:
@@ -351,7 +345,7 @@ class Cluster:
         ipp = self.ipp
         if ipp is None:
             return _STOPPED
-        where = _where(ipp.profile_dir, ipp.cluster_id)
+        where = files.place(ipp.profile_dir, ipp.cluster_id)
         if self._controller_alive():
             return None
         pid = getattr(ipp.controller, "pid", "?")
@@ -366,7 +360,7 @@ class Cluster:
                 "outside (the IPython Clusters panel, `dpnb cluster stop`) or its processes "
                 "were ended.  `cluster.restart()` (or `%dpnb restart`) starts a new controller "
                 "and engines (the engines' variables are lost); "
-                f"{_attach_hint(ipp.profile_dir, ipp.cluster_id)} uses a cluster started "
+                f"{files.attach_hint(ipp.profile_dir, ipp.cluster_id)} uses a cluster started "
                 "again elsewhere")
 
     def _still_running(self, roles: Sequence[str] | None = None) -> str:
@@ -384,7 +378,7 @@ class Cluster:
             return why
         if self.client is None or self.view is None:
             return _STOPPED
-        where = _where(self.ipp.profile_dir, self.ipp.cluster_id)
+        where = files.place(self.ipp.profile_dir, self.ipp.cluster_id)
         registered = set(self.client.ids)
         targets = self.view.targets   # a list, or one id, or "all" (``%%px --targets``)
         wanted = [targets] if isinstance(targets, int) else (
@@ -500,20 +494,21 @@ class Cluster:
         """A client of a cluster started elsewhere, without a view; with ``wait``, after
         up to ``timeout`` for its controller to come up and its engines to register."""
         deadline = time.monotonic() + timeout
-        where = _profile_path(profile, profile_dir)
+        where = files.profile_path(profile, profile_dir)
         left = processes.find(where, cluster_id)
-        while wait and _controller_starting(left) and time.monotonic() < deadline:
+        while wait and files.controller_starting(left) and time.monotonic() < deadline:
             time.sleep(0.1)
             left = processes.find(where, cluster_id)
         if left.controller is None:
-            if wait and _controller_starting(left):
-                raise DpnbError(f"the controller of the cluster in {_where(where, cluster_id)} "
-                                f"did not come up within {timeout:g} s of attaching; attach "
+            if wait and files.controller_starting(left):
+                raise DpnbError(f"the controller of the cluster in "
+                                f"{files.place(where, cluster_id)} did not come up within "
+                                f"{timeout:g} s of attaching; attach "
                                 f"again with a longer timeout, or "
-                                f"{_stop_hint(where, cluster_id)} ends the cluster")
-            raise DpnbError(_not_running(left))
-        loaded = _load_cluster_file(where, cluster_id, left)
-        _engines_as_ranks(loaded)
+                                f"{files.stop_hint(where, cluster_id)} ends the cluster")
+            raise DpnbError(files.not_running(left))
+        loaded = files.load_cluster_file(where, cluster_id, left)
+        files.engines_as_ranks(loaded)
         record_n = left.record.n if left.record is not None else None
         n = sum(es.n for es in loaded.engines.values()) or loaded.n or record_n
         self = cls(max(n or 1, 1), profile=profile, profile_dir=profile_dir, timeout=timeout,
@@ -524,7 +519,7 @@ class Cluster:
         # a controller that has not written its connection files yet gets the rest of the time
         loaded.controller.connection_info_timeout = max(deadline - time.monotonic(), 1.0)
         self.client = self._connect_client()
-        if wait and (loaded.engines or _starter_alive(left.record) or _engines_due(left)):
+        if wait and (loaded.engines or files.starter_alive(left.record) or files.engines_due(left)):
             self._await_engines(where, cluster_id, deadline, timeout)
         return self
 
@@ -538,17 +533,17 @@ class Cluster:
         except (TimeoutError, EngineError) as e:
             registered = len(self.client.ids)
             self.client.close()
-            hint = _attach_hint(where, cluster_id).rstrip(")`")
+            hint = files.attach_hint(where, cluster_id).rstrip(")`")
             raise DpnbError(
                 f"{registered} of the {self.n} engines of the cluster in "
-                f"{_where(where, cluster_id)} registered within {timeout:g} s of attaching "
+                f"{files.place(where, cluster_id)} registered within {timeout:g} s of attaching "
                 f"({e}).  Engines that are still starting (a fresh cluster's take several "
                 f"seconds) come with a longer timeout: {hint}, timeout=120)`; engines that "
-                f"failed show why in their log below; {_stop_hint(where, cluster_id)} ends the "
-                f"cluster.\nThe end of the engine log:\n{self.log_tail()}") from None
+                f"failed show why in their log below; {files.stop_hint(where, cluster_id)} ends "
+                f"the cluster.\nThe end of the engine log:\n{self.log_tail()}") from None
         if not self.ipp.engines:   # attached while the starter had not started them yet
-            self.ipp.engines = _load_cluster_file(where, cluster_id,
-                                                  processes.find(where, cluster_id)).engines
+            self.ipp.engines = files.load_cluster_file(where, cluster_id,
+                                                       processes.find(where, cluster_id)).engines
         self._processes = list(processes.find(where, cluster_id, extra=self._processes).processes)
 
     def log_tail(self, lines: int = 30) -> str:
@@ -842,176 +837,30 @@ _GONE_ENGINES = ("Engine ids are MPI ranks; under MPI the death of one rank ends
                  "TrainingState commit; `cluster.restart()` starts them empty")
 
 
-def _profile_path(profile: str | None, profile_dir: str | os.PathLike | None):
-    """The directory of a profile given by name or by directory."""
-    if profile_dir is not None:
-        return os.path.abspath(profile_dir)
-    return str(named_profile_dir(name=profile or "default"))
-
-
-def _controller_starting(left: processes.Footprint) -> bool:
-    """Whether a cluster's controller is on its way: a start recorded with no process yet,
-    or a controller that runs before ipyparallel has written the cluster file (dpnb's
-    controller launcher makes it empty first)."""
-    if left.starting:
-        return True
-    return left.controller is not None and _cluster_file_state(left) is None
-
-
-def _cluster_file_state(left: processes.Footprint) -> dict | None:
-    """What ipyparallel wrote in a cluster's file, or None while it is missing or unwritten."""
-    try:
-        return json.loads(processes.cluster_file(left.profile_dir, left.cluster_id).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _starter_alive(record: processes.Record | None) -> bool:
-    """Whether the process that recorded a cluster's start still runs (it may be starting
-    the engines)."""
-    import psutil
-
-    if record is None:
-        return False
-    try:
-        starter = psutil.Process(record.starter.pid)
-        same = abs(starter.create_time() - record.starter.start_time) <= processes.SAME_START
-    except psutil.Error:
-        return False
-    return same and processes.alive(starter)
-
-
-def _engines_due(left: processes.Footprint) -> bool:
-    """Whether a cluster started without dpnb's record (ipcluster, the IPython Clusters
-    panel) is about to start its engines: its file names no engine set yet, and the
-    process that started its controller, which starts them next, still runs."""
-    import psutil
-
-    state = _cluster_file_state(left)
-    if state is None or state.get("engines", {}).get("sets"):
-        return False
-    try:
-        starter = left.controller.parent()
-    except psutil.Error:
-        return False
-    return starter is not None and starter.pid != 1 and processes.alive(starter)
-
-
-def _engines_as_ranks(loaded) -> None:
-    """Where a profile does not say how engines start, the engines that ``restart()``
-    starts for an attached cluster are dpnb's, one per MPI rank, as ``start()`` starts them."""
-    from ipyparallel.cluster.launcher import MPILauncher
-
-    config = loaded.config
-    if "engine_cmd" not in config.EngineLauncher:
-        config.EngineLauncher.engine_cmd = list(ENGINE_CMD)
-    launcher = loaded.engine_launcher_class
-    if issubclass(launcher, MPILauncher) and "mpi_cmd" not in config.MPIEngineSetLauncher:
-        config.MPIEngineSetLauncher.mpi_cmd = [require_mpi()]
-
-
-def _load_cluster_file(where, cluster_id: str, left: processes.Footprint):
-    """ipyparallel's Cluster of a running cluster, from its file, with only the engine sets
-    whose processes are the cluster's; a DpnbError where the file is unreadable or stale."""
-    import ipyparallel as ipp
-
-    try:
-        loaded = ipp.Cluster.from_file(profile_dir=str(where), cluster_id=cluster_id,
-                                       log=_ipp_log)
-    except (OSError, ValueError) as e:
-        raise DpnbError(f"the cluster file of the cluster in {_where(where, cluster_id)} "
-                        f"cannot be read ({e}); {_stop_hint(where, cluster_id)} ends its "
-                        f"processes: {left.describe()}") from None
-    if loaded.controller is None or loaded.controller.pid != left.controller.pid:
-        raise DpnbError(f"the cluster file of {_where(where, cluster_id)} does not name "
-                        f"its running controller (pid {left.controller.pid}); "
-                        f"{_stop_hint(where, cluster_id)} ends its processes: "
-                        f"{left.describe()}")
-    ours = {p.pid for p in left.processes}
-    for engine_set_id, engine_set in list(loaded.engines.items()):
-        if engine_set.pid not in ours:              # its pid was reused since: not ours
-            loaded.engines.pop(engine_set_id)
-    return loaded
-
-
-def _where(profile_dir, cluster_id: str) -> str:
-    """"profile 'mpi'" or "profile directory /x", with a cluster id that is not empty."""
-    name = name_of(profile_dir)
-    text = f"profile {name!r}" if name else f"profile directory {profile_dir}"
-    return text + (f" (cluster id {cluster_id!r})" if cluster_id else "")
-
-
-def _stop_hint(profile_dir, cluster_id: str) -> str:
-    """The ``dpnb cluster stop`` command line for a cluster."""
-    name = name_of(profile_dir)
-    command = "dpnb cluster stop " + (f"--profile {name}" if name else
-                                      f"--profile-dir {profile_dir}")
-    return f"`{command}{f' --cluster-id {cluster_id}' if cluster_id else ''}`"
-
-
-def _attach_hint(profile_dir, cluster_id: str) -> str:
-    """The ``Cluster.attach`` call for a cluster."""
-    name = name_of(profile_dir)
-    where = f"{name!r}" if name else f"profile_dir={str(profile_dir)!r}"
-    return f"`dpnb.Cluster.attach({where}{f', cluster_id={cluster_id!r}' if cluster_id else ''})`"
-
-
-def _already_running(left: processes.Footprint) -> str:
-    """Why a start is refused, naming the running cluster and how to use or stop it."""
-    where = _where(left.profile_dir, left.cluster_id)
-    stop = _stop_hint(left.profile_dir, left.cluster_id)
-    if not left.processes:
-        starter = f" by process {left.record.starter.pid}" if left.record is not None else ""
-        return (f"a cluster is being started in {where}{starter} at the same time; wait for "
-                f"it and use it, or stop it with {stop}")
-    if left.controller is None:
-        return (f"what is left of a cluster in {where} still runs, without its controller: "
-                f"{left.describe()}.  Stop it with {stop}, or start another with another "
-                "cluster id")
-    return (f"a cluster is already running in {where}: {left.describe()}.  Use it with "
-            f"{_attach_hint(left.profile_dir, left.cluster_id)}, stop it with {stop}, or "
-            "start another with another cluster id")
-
-
-def _not_running(left: processes.Footprint) -> str:
-    """What is wrong where no controller of a cluster runs, and what to do."""
-    where = _where(left.profile_dir, left.cluster_id)
-    stop = _stop_hint(left.profile_dir, left.cluster_id)
-    if left.processes:
-        return (f"the controller of the cluster in {where} is not running, but "
-                f"{len(left.processes)} of its processes are: {left.describe()}; {stop} "
-                "ends them")
-    start = stop.replace("stop", "start", 1)
-    if left.files:
-        return (f"no cluster is running in {where}; files of one that ended without "
-                f"stopping are left ({', '.join(p.name for p in left.files)}): {start} "
-                f"removes them and starts a new one, {stop} only removes them")
-    return f"no cluster is running in {where}; start one with {start}"
-
-
 def stop_cluster(profile: str | None = "mpi", cluster_id: str = "", timeout: float = 60.0, *,
                  profile_dir: str | None = None) -> processes.Footprint:
     """Stop a cluster started elsewhere, whatever is left of it, and remove its files.
 
     Through its controller where that still answers, then by ending every process
     that belongs to it; returns what was found.  A DpnbError if nothing was there."""
-    where = _profile_path(profile, profile_dir)
+    where = files.profile_path(profile, profile_dir)
     left = processes.find(where, cluster_id)
     if not left.processes and not left.files:
-        raise DpnbError(f"no cluster is running in {_where(where, cluster_id)}; nothing to stop")
+        raise DpnbError(f"no cluster is running in {files.place(where, cluster_id)}; nothing "
+                        "to stop")
     if left.controller is not None:
         try:
             Cluster._connect(profile, cluster_id, timeout, profile_dir=profile_dir,
                              wait=False).stop()
         except Exception as e:  # the processes are ended below all the same
             log.warning("stopping the cluster in %s through its controller failed (%s); "
-                        "ending its processes", _where(where, cluster_id),
+                        "ending its processes", files.place(where, cluster_id),
                         (str(e).splitlines() or [repr(e)])[0])
     rest = processes.find(where, cluster_id)
     stuck = rest.end()
     rest.remove_files()
     if stuck:
-        raise DpnbError(f"processes of the cluster in {_where(where, cluster_id)} did not end "
+        raise DpnbError(f"processes of the cluster in {files.place(where, cluster_id)} did not end "
                         f"after SIGKILL: {rest.describe()}; end them by hand")
     return left
 
@@ -1030,28 +879,28 @@ class Status:
 def cluster_status(profile: str | None = "mpi", cluster_id: str = "", timeout: float = 60.0, *,
                    profile_dir: str | None = None) -> Status:
     """The state of a cluster started elsewhere, without changing it."""
-    where = _profile_path(profile, profile_dir)
+    where = files.profile_path(profile, profile_dir)
     left = processes.find(where, cluster_id)
     if left.controller is None:
-        return Status("no controller" if left.processes else "not running", _not_running(left))
+        return Status("no controller" if left.processes else "not running", files.not_running(left))
     cluster = Cluster._connect(profile, cluster_id, timeout, profile_dir=profile_dir, wait=False)
     if cluster.client.ids:
         cluster._open_view(sorted(cluster.client.ids), activate=False)
-    named = _where(where, cluster_id)
+    named = files.place(where, cluster_id)
     try:
         if not cluster.running:
             return Status("no engines", (
                 f"the controller of the cluster in {named} runs (pid {left.controller.pid}), "
                 f"but no engines are registered: they died or were stopped.  "
-                f"{_stop_hint(where, cluster_id)} stops it; "
-                f"`{_attach_hint(where, cluster_id).strip('`')}.restart()` starts "
+                f"{files.stop_hint(where, cluster_id)} stops it; "
+                f"`{files.attach_hint(where, cluster_id).strip('`')}.restart()` starts "
                 f"{cluster.n} fresh engines"))
         table = cluster.topology()
         registered = len(table.rows)
         message = f"{registered} engines run in {named}"
         if registered < cluster.n:
             message = (f"only {registered} of the {cluster.n} engines started run in {named}; "
-                       f"{_stop_hint(where, cluster_id)} stops them")
+                       f"{files.stop_hint(where, cluster_id)} stops them")
         return Status("running", message, table)
     finally:
         cluster.client.close()
@@ -1073,7 +922,7 @@ def start(n: int | None = None, **options) -> Cluster:
     attached by this process runs: one process drives one cluster."""
     running = active()
     if running is not None:
-        where = _where(running.ipp.profile_dir, running.ipp.cluster_id)
+        where = files.place(running.ipp.profile_dir, running.ipp.cluster_id)
         raise DpnbError(f"a cluster is already running in this process: {running!r} in {where}. "
                         "Use it (`cluster = dpnb.current()`), give it fresh engines with "
                         "`cluster.restart()`, or call `cluster.stop()` before starting another")
@@ -1089,7 +938,7 @@ def current() -> Cluster:
     """The cluster started or attached last in this process, or an error that says how to
     start or attach one."""
     if _current is not None and _current.ipp is not None and not _current.running:
-        where = _where(_current.ipp.profile_dir, _current.ipp.cluster_id)
+        where = files.place(_current.ipp.profile_dir, _current.ipp.cluster_id)
         raise DpnbError(f"the current cluster of this process (in {where}) has no engines: "
                         "they died or were stopped.  `cluster.restart()` starts fresh ones, "
                         "`cluster.stop()` ends it")
