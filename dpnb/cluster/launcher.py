@@ -17,20 +17,19 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import ClusterGone, DpnbError
+from ..errors import DpnbError
 from . import engine_side, files, processes
 from .checks import require_mpi
 from .journal import Journal, resume_report
 from .profile import CONTROLLER_LAUNCHER, ENGINE_CMD, ENGINE_LAUNCHER, WATCHDOG_CMD
 from .stranded import StrandedTasks
 from .table import Table
+from .view import GuardedView
 from .training_state import STATE_ENV, state_directory
 
 log = logging.getLogger(__name__)
 
 NO_TASK_BAR = 10**7  # seconds
-SIGNAL_WAIT = 5.0    # seconds an interrupt waits for the engines to confirm the signal
-INTERRUPTED_WAIT = 5.0  # seconds after an interrupted %%px cell to collect the ranks' errors
 NO_CLUSTER = ("no cluster is running in this process; start one with `cluster = dpnb.start(n=2)` "
               "or `%dpnb start -n 2`, or attach one started elsewhere (`dpnb cluster start`, "
               "the IPython Clusters panel) with `cluster = dpnb.Cluster.attach('mpi')`")
@@ -101,9 +100,8 @@ class Cluster:
         self._record: processes.Record | None = None
         self._watchdog = None      # ends the cluster if this process dies (stop_at_exit)
         self._monitor = None
-        self._last_result = None   # what the view's execute (``%%px``) sent last
+        self._guard: GuardedView | None = None   # the view as %%px uses it
         self._stranded = StrandedTasks(self._controller_gone)
-        self._interrupted = None   # that result, where a signal was sent while it ran
         self.journal = Journal()
 
     # -- starting -----------------------------------------------------------------
@@ -265,7 +263,8 @@ class Cluster:
         display where IPython runs."""
         self.view = self.client.direct_view(targets=ids)
         self.view.block = True
-        self._watch_view()
+        self._guard = GuardedView(self.view, self.client, self._gone, _GONE_ENGINES,
+                                  self._watch_result)
         shell = _ipython() if activate else None
         if shell is None:
             return
@@ -288,57 +287,11 @@ class Cluster:
             shell.events.register("post_run_cell", self._after_cell)
         self.journal.watch(shell)
 
-    def _watch_view(self) -> None:
-        """The view's ``execute`` (what ``%%px`` calls) refuses at once where the
-        controller or the engines are gone, instead of waiting for answers that never
-        come; the client's ``send_signal`` (``%%px``'s interrupt) then raises that error
-        instead of waiting for the controller, and otherwise waits at most
-        ``SIGNAL_WAIT`` seconds for the engines' confirmation."""
-        from ipyparallel.error import NoEnginesRegistered
-
-        view, client = self.view, self.client
-        execute, send_signal = view.execute, client.send_signal
-
-        def checked_execute(*args, **kwargs):
-            self._require_alive()
-            try:
-                result = execute(*args, **kwargs)
-            except NoEnginesRegistered:
-                raise ClusterGone(self._gone() or _GONE_ENGINES) from None
-            self._last_result = result
-            self._stranded.watch(result)
-            if self._monitor is not None:
-                self._monitor.watch(result)
-            return result
-
-        def bounded_send_signal(sig, targets=None, block=None):
-            self._require_alive()
-            last = self._last_result
-            if last is not None and not last.done():
-                self._interrupted = last
-            sent = send_signal(sig, targets=targets, block=False)
-            if not (client.block if block is None else block):
-                return sent
-            try:
-                replies = sent.result(timeout=SIGNAL_WAIT)
-            except TimeoutError:
-                raise DpnbError(f"the engines did not confirm signal {sig} within "
-                                f"{SIGNAL_WAIT:g} s; {self._gone() or _GONE_ENGINES}") from None
-            failed = [r["content"] for r in replies if r["content"]["status"] != "ok"]
-            if failed:
-                raise DpnbError(f"sending signal {sig} to the engines failed: "
-                                + "; ".join(f"{c.get('ename')}: {c.get('evalue')}"
-                                            for c in failed))
-            return None
-
-        view.execute = checked_execute
-        client.send_signal = bounded_send_signal
-
-    def _require_alive(self) -> None:
-        """Raise ClusterGone saying what is gone and what to do, where it is."""
-        why = self._gone()
-        if why is not None:
-            raise ClusterGone(why) from None
+    def _watch_result(self, result) -> None:
+        """Watch what a ``%%px`` cell sent: for stranded tasks, and for progress."""
+        self._stranded.watch(result)
+        if self._monitor is not None:
+            self._monitor.watch(result)
 
     def _controller_gone(self) -> str | None:
         """Why this cluster has no controller (stopped, or its process ended), or None."""
@@ -397,28 +350,6 @@ class Cluster:
         return (f"{named} of the cluster in {where} {are} gone (died, or stopped from "
                 f"outside), and no engine process runs.  {_GONE_ENGINES}")
 
-    def _show_interrupted(self) -> None:
-        """After a ``%%px`` cell interrupted while it ran: every rank's error.  ipyparallel's
-        interrupt sends SIGINT to the engines and returns without their answers."""
-        from ipyparallel.error import CompositeError
-
-        result, self._interrupted = self._interrupted, None
-        if result is None:
-            return
-        if not result.wait(INTERRUPTED_WAIT):
-            print(f"Some ranks still run {INTERRUPTED_WAIT:g} s after the interrupt (a "
-                  "blocking call that ignores SIGINT?); interrupt again, or "
-                  "`cluster.restart()` ends them.", file=sys.stderr)
-            return
-        try:
-            result.get(0)
-        except CompositeError as e:
-            lines = [f"[rank {info.get('engine_id', '?')}] {name}: {value}"
-                     for name, value, _, info in e.elist]
-            print("Interrupted:\n" + "\n".join(lines), file=sys.stderr)
-        except Exception as e:  # noqa: BLE001 - one engine's error, shown as it is
-            print(f"Interrupted: {type(e).__name__}: {e}", file=sys.stderr)
-
     def _after_cell(self, result=None) -> None:
         """After each cell: finish its progress display, show the ranks' errors of an
         interrupted ``%%px`` cell, and name engines that died in it.
@@ -427,7 +358,8 @@ class Cluster:
         (dead engines send no error message to stream), so the ranks are named here."""
         if self._monitor is not None:
             self._monitor.after_cell()
-        self._show_interrupted()
+        if self._guard is not None:
+            self._guard.show_interrupted()
         error = getattr(result, "error_in_exec", None)
         original = getattr(error, "original_error", error)  # a streamed cell's is wrapped
         deaths = [str(e[1]) for e in getattr(original, "elist", []) if e[0] == "EngineError"]
@@ -669,7 +601,7 @@ class Cluster:
         Without a live controller the engines get no request, so there is no waiting."""
         import psutil
 
-        self.view = None
+        self.view = self._guard = None
         if not self._controller_alive():
             grace = 0.0
         if self.client is not None and self.client.ids:
@@ -715,7 +647,7 @@ class Cluster:
                 self._stop_processes()
             finally:
                 self._stop_watchdog()   # after the processes, in case this one dies meanwhile
-        self.view = None
+        self.view = self._guard = None
         if own_state is not None:
             shutil.rmtree(own_state, ignore_errors=True)
         _running.discard(self)

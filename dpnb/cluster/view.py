@@ -1,0 +1,100 @@
+"""The cluster's view as ``%%px`` uses it, guarded: a cell is refused at once where the
+controller or the engines are gone, instead of waiting for answers that never come;
+an interrupt waits a bounded time for the engines, and the ranks' errors of an
+interrupted cell are shown after it.
+
+ipyparallel has no hook around a view's ``execute`` or its client's ``send_signal``
+(what ``%%px`` and its interrupt call), so the guard replaces both on the live
+objects; ``dpnb.cluster.internals`` lists what else of ipyparallel this relies on."""
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from ..errors import ClusterGone, DpnbError
+
+SIGNAL_WAIT = 5.0    # seconds an interrupt waits for the engines to confirm the signal
+INTERRUPTED_WAIT = 5.0  # seconds after an interrupted %%px cell to collect the ranks' errors
+
+
+class GuardedView:
+    """Guards ``view`` (blocking, rank-ordered) and ``client``: ``why_gone()`` says why
+    the cluster cannot run a cell (None where it can), ``gone_default`` what to say when
+    ipyparallel finds no engines first, and ``on_result`` is given every result that
+    ``execute`` returns (to watch for progress and stranded tasks)."""
+
+    def __init__(self, view, client, why_gone: Callable[[], str | None], gone_default: str,
+                 on_result: Callable[[object], None]):
+        self.view = view
+        self._why_gone = why_gone
+        self._gone_default = gone_default
+        self._on_result = on_result
+        self._last_result = None   # what the view's execute (``%%px``) sent last
+        self._interrupted = None   # that result, where a signal was sent while it ran
+        self._execute, self._send_signal = view.execute, client.send_signal
+        self._client = client
+        view.execute = self.execute
+        client.send_signal = self.send_signal
+
+    def require_alive(self) -> None:
+        """Raise ClusterGone saying what is gone and what to do, where it is."""
+        why = self._why_gone()
+        if why is not None:
+            raise ClusterGone(why) from None
+
+    def execute(self, *args, **kwargs):
+        """The view's ``execute``, once the cluster is known to be able to run it."""
+        from ipyparallel.error import NoEnginesRegistered
+
+        self.require_alive()
+        try:
+            result = self._execute(*args, **kwargs)
+        except NoEnginesRegistered:
+            raise ClusterGone(self._why_gone() or self._gone_default) from None
+        self._last_result = result
+        self._on_result(result)
+        return result
+
+    def send_signal(self, sig, targets=None, block=None):
+        """The client's ``send_signal`` (``%%px``'s interrupt): refused where the cluster
+        is gone, else waiting at most ``SIGNAL_WAIT`` seconds for the engines' answers."""
+        self.require_alive()
+        last = self._last_result
+        if last is not None and not last.done():
+            self._interrupted = last
+        sent = self._send_signal(sig, targets=targets, block=False)
+        if not (self._client.block if block is None else block):
+            return sent
+        try:
+            replies = sent.result(timeout=SIGNAL_WAIT)
+        except TimeoutError:
+            raise DpnbError(f"the engines did not confirm signal {sig} within "
+                            f"{SIGNAL_WAIT:g} s; {self._why_gone() or self._gone_default}"
+                            ) from None
+        failed = [r["content"] for r in replies if r["content"]["status"] != "ok"]
+        if failed:
+            raise DpnbError(f"sending signal {sig} to the engines failed: "
+                            + "; ".join(f"{c.get('ename')}: {c.get('evalue')}" for c in failed))
+        return None
+
+    def show_interrupted(self) -> None:
+        """After a ``%%px`` cell interrupted while it ran: every rank's error.  ipyparallel's
+        interrupt sends SIGINT to the engines and returns without their answers."""
+        from ipyparallel.error import CompositeError
+
+        result, self._interrupted = self._interrupted, None
+        if result is None:
+            return
+        if not result.wait(INTERRUPTED_WAIT):
+            print(f"Some ranks still run {INTERRUPTED_WAIT:g} s after the interrupt (a "
+                  "blocking call that ignores SIGINT?); interrupt again, or "
+                  "`cluster.restart()` ends them.", file=sys.stderr)
+            return
+        try:
+            result.get(0)
+        except CompositeError as e:
+            lines = [f"[rank {info.get('engine_id', '?')}] {name}: {value}"
+                     for name, value, _, info in e.elist]
+            print("Interrupted:\n" + "\n".join(lines), file=sys.stderr)
+        except Exception as e:  # noqa: BLE001 - one engine's error, shown as it is
+            print(f"Interrupted: {type(e).__name__}: {e}", file=sys.stderr)
