@@ -11,7 +11,7 @@ import time
 import pytest
 
 import dpnb
-from dpnb.cluster import Cluster, launcher, processes
+from dpnb.cluster import Cluster, launcher, processes, registry
 from dpnb.errors import DpnbError
 from dpnb.notebook import check_sync, gather
 
@@ -26,7 +26,7 @@ def shell(ipython_dir):
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "dpnb")
     yield ip
-    launcher.stop_current()
+    registry.stop_current()
 
 
 def start_elsewhere(profile_dir, tmp_path):
@@ -61,7 +61,7 @@ def elsewhere(ipython_dir, tmp_path):
 
 
 def test_px_before_any_cluster_says_how_to_get_one(shell):
-    assert launcher.active() is None
+    assert registry.active() is None
     for cell in ("%%px\nprint(rank)\n", "%px print(rank)\n"):
         result = shell.run_cell(cell)
         error = result.error_in_exec
@@ -81,7 +81,7 @@ def test_attach_while_engines_register_then_helpers_px_and_stop(shell, elsewhere
     assert cluster.view.pull(["rank", "size"]) == [[0, 2], [1, 2]]
 
     # the attached cluster is the current one: helpers without a view use it
-    assert dpnb.current() is cluster and launcher.active() is cluster
+    assert dpnb.current() is cluster and registry.active() is cluster
     assert gather("rank") == {0: 0, 1: 1}
     report = check_sync()
     assert report.in_sync and report.ranks == [0, 1]
@@ -99,7 +99,7 @@ def test_attach_while_engines_register_then_helpers_px_and_stop(shell, elsewhere
 
     shell.user_ns["attached"] = cluster
     assert shell.run_cell("attached.stop()").success
-    assert not cluster.running and launcher.active() is None
+    assert not cluster.running and registry.active() is None
     error = shell.run_cell("%%px\nprint(rank)\n").error_in_exec
     assert isinstance(error, DpnbError) and "dpnb.start(n=2)" in str(error)
     with pytest.raises(DpnbError, match=r"no cluster is running in this process.*attach"):
@@ -117,7 +117,7 @@ def test_attach_with_a_too_short_timeout_says_what_to_do(elsewhere):
     assert "of the 2 engines of the cluster in" in message and "within 0.2 s" in message
     assert "timeout=120)" in message and "dpnb cluster stop --profile-dir" in message
     assert "The end of the engine log:" in message
-    assert launcher.active() is None
+    assert registry.active() is None
     assert starter.wait(timeout=TIMEOUT + 30) == 0           # the cluster started all the same
     cluster = Cluster.attach(profile_dir=str(profile_dir), timeout=TIMEOUT)
     try:
@@ -163,7 +163,7 @@ def test_start_twice_refuses_and_the_first_keeps_working(ipython_dir, tmp_path):
         assert len(first.client.ids) == 2 and gather("rank") == {0: 0, 1: 1}
     finally:
         first.stop()
-    assert launcher.active() is None
+    assert registry.active() is None
 
 
 def test_attach_right_after_a_profile_start_waits_for_its_engines(tmp_path):

@@ -192,7 +192,7 @@ def test_report_outside_engines_is_quiet():
 
 
 def test_dpnb_magic_help_and_errors(capsys):
-    from dpnb.cluster import launcher
+    from dpnb.cluster import registry
     from dpnb.notebook.magics import dpnb_magic
 
     dpnb_magic("")
@@ -202,7 +202,7 @@ def test_dpnb_magic_help_and_errors(capsys):
         dpnb_magic("bogus")
     with pytest.raises(DpnbError, match="argument -n: invalid int"):
         dpnb_magic("start -n two")
-    if launcher.active() is None:
+    if registry.active() is None:
         with pytest.raises(DpnbError, match=r"no cluster is running.*dpnb start"):
             dpnb_magic("status")
         dpnb_magic("stop")                                     # nothing to stop: no error

@@ -97,14 +97,14 @@ def test_a_job_slurm_refuses_or_keeps_pending(slurm):
     with pytest.raises(DpnbError, match=r"16 engines did not start within 3 s .*\n"
                                         r"\(no output yet: Slurm job \d+ is PENDING, reason: "):
         dpnb.start(n=16, engines="slurm", timeout=3, progress=False)   # more CPUs than Slurm has
-    assert slurm.jobs() == [] and dpnb.cluster.launcher.active() is None
+    assert slurm.jobs() == [] and dpnb.cluster.registry.active() is None
 
 
 def test_slurm_where_sbatch_is_missing(ipython_dir, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(DpnbError, match="submits the engines with sbatch, which is not on PATH"):
         dpnb.start(n=2, engines="slurm", timeout=TIMEOUT, progress=False)
-    assert dpnb.cluster.launcher.active() is None
+    assert dpnb.cluster.registry.active() is None
 
 
 def test_a_killed_owner_leaves_nothing(tmp_path):

@@ -6,19 +6,17 @@ by rank and blocking, start and stop print nothing, and every process the
 cluster started is gone after ``stop()``, even where a polite shutdown fails."""
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import logging
 import os
 import shutil
 import sys
 import time
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import DpnbError
-from . import engine_side, files, processes
+from . import engine_side, files, processes, registry
 from .checks import require_mpi
 from .journal import Journal, resume_report
 from .profile import CONTROLLER_LAUNCHER, ENGINE_CMD, ENGINE_LAUNCHER, WATCHDOG_CMD
@@ -30,12 +28,6 @@ from .training_state import STATE_ENV, state_directory
 log = logging.getLogger(__name__)
 
 NO_TASK_BAR = 10**7  # seconds
-NO_CLUSTER = ("no cluster is running in this process; start one with `cluster = dpnb.start(n=2)` "
-              "or `%dpnb start -n 2`, or attach one started elsewhere (`dpnb cluster start`, "
-              "the IPython Clusters panel) with `cluster = dpnb.Cluster.attach('mpi')`")
-_running: weakref.WeakSet[Cluster] = weakref.WeakSet()
-_current: Cluster | None = None
-_activated = weakref.WeakSet()   # the views clusters of this process activated for %%px
 
 
 def default_n() -> int:
@@ -140,7 +132,6 @@ class Cluster:
 
     def start(self) -> Cluster:
         """Start the controller and ``n`` engines; return when all are ready (or raise)."""
-        global _current
         if self.ipp is not None:
             raise DpnbError("this cluster is already running; call stop() or restart() first")
         self.ipp = self._make_ipp_cluster()
@@ -149,7 +140,7 @@ class Cluster:
         except BaseException:
             self.ipp = None
             raise
-        _running.add(self)
+        registry.starting(self)
         try:
             if self.stop_at_exit:
                 self._start_watchdog()
@@ -160,7 +151,7 @@ class Cluster:
         except BaseException:
             self.stop()
             raise
-        _current = self
+        registry.make_current(self)
         return self
 
     def _claim_profile(self) -> None:
@@ -269,7 +260,7 @@ class Cluster:
         if shell is None:
             return
         self.view.activate()
-        _activated.add(self.view)
+        registry.activated(self.view)
         # ipyparallel shows a task bar with timings in cells running over 2 s, which makes
         # stored notebook outputs differ from run to run; a delay longer than any cell keeps
         # its wait for the result and then for all output, without the bar.
@@ -413,11 +404,10 @@ class Cluster:
         that are still registering.  Where its engines died it is attached but not
         ``running``: ``restart()`` starts engines, ``stop()`` ends it.  A DpnbError says
         what to do where no cluster runs, its controller is gone or its engines do not come."""
-        global _current
         self = cls._connect(profile, cluster_id, timeout, profile_dir=profile_dir, wait=True)
         if self.client.ids:
             self._open_view(sorted(self.client.ids))
-        _current = self
+        registry.make_current(self)
         return self
 
     @classmethod
@@ -632,7 +622,6 @@ class Cluster:
         """Stop engines and controller; end whatever of the cluster is still alive (the
         controller's schedulers and orphaned engines included) and remove its files.
         Idempotent."""
-        global _current
         if self._monitor is not None:
             self._monitor.stop()
             self._monitor = None
@@ -650,9 +639,7 @@ class Cluster:
         self.view = self._guard = None
         if own_state is not None:
             shutil.rmtree(own_state, ignore_errors=True)
-        _running.discard(self)
-        if _current is self:
-            _current = None
+        registry.stopped(self)
 
     def _stop_processes(self) -> None:
         """Engines, client, controller, then whatever of the cluster is left, and its files."""
@@ -852,52 +839,10 @@ def start(n: int | None = None, **options) -> Cluster:
     Options are those of ``Cluster``.  The cluster becomes the one that
     ``dpnb.gather`` and the ``%dpnb`` magics use.  Refused while a cluster started or
     attached by this process runs: one process drives one cluster."""
-    running = active()
+    running = registry.active()
     if running is not None:
         where = files.place(running.ipp.profile_dir, running.ipp.cluster_id)
         raise DpnbError(f"a cluster is already running in this process: {running!r} in {where}. "
                         "Use it (`cluster = dpnb.current()`), give it fresh engines with "
                         "`cluster.restart()`, or call `cluster.stop()` before starting another")
     return Cluster(n, **options).start()
-
-
-def active() -> Cluster | None:
-    """The cluster started or attached last in this process if it is running, else None."""
-    return _current if _current is not None and _current.running else None
-
-
-def current() -> Cluster:
-    """The cluster started or attached last in this process, or an error that says how to
-    start or attach one."""
-    if _current is not None and _current.ipp is not None and not _current.running:
-        where = files.place(_current.ipp.profile_dir, _current.ipp.cluster_id)
-        raise DpnbError(f"the current cluster of this process (in {where}) has no engines: "
-                        "they died or were stopped.  `cluster.restart()` starts fresh ones, "
-                        "`cluster.stop()` ends it")
-    if active() is None:
-        raise DpnbError(NO_CLUSTER)
-    return _current
-
-
-def stopped_view(view) -> bool:
-    """Whether ``view`` was activated for ``%%px`` by a cluster of this process that no
-    longer runs it (stopped, or given another view by a restart)."""
-    running = active()
-    return view in _activated and (running is None or running.view is not view)
-
-
-def stop_current() -> None:
-    """Stop the current cluster, if there is one."""
-    if _current is not None:
-        _current.stop()
-
-
-@atexit.register
-def _stop_all() -> None:
-    """Interpreter exit stops every cluster started here that asked for it."""
-    for cluster in list(_running):
-        if cluster.stop_at_exit:
-            try:
-                cluster.stop()
-            except Exception as e:  # exiting anyway: note it and go on to the next cluster
-                log.warning("stopping %r at exit failed: %s", cluster, e)

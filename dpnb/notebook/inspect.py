@@ -18,7 +18,7 @@ def _view(view):
     """The given DirectView, else the current cluster's."""
     if view is not None:
         return view
-    from ..cluster.launcher import current
+    from ..cluster.registry import current
 
     return current().view
 

@@ -47,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def dpnb_magic(line: str):
-    from ..cluster import launcher
+    from ..cluster import launcher, registry
     from . import inspect, stacks
 
     args = _parser().parse_args(shlex.split(line))
@@ -55,15 +55,15 @@ def dpnb_magic(line: str):
         print(USAGE)
         return None
     if args.command == "start":
-        if launcher.active() is not None:
+        if registry.active() is not None:
             raise DpnbError("%dpnb: a cluster is already running; `%dpnb restart` gives fresh "
                             "engines, `%dpnb stop` stops it")
         launcher.start(args.n, timeout=args.timeout, mpi_args=shlex.split(args.mpi_args))
         return None
     if args.command == "stop":
-        launcher.stop_current()
+        registry.stop_current()
         return None
-    cluster = launcher.current()
+    cluster = registry.current()
     if args.command == "restart":
         cluster.restart(resume=args.resume)
         return None
@@ -83,7 +83,7 @@ dpnb_magic.__doc__ = USAGE  # what `%dpnb?` shows
 
 def no_cluster_px(line: str = "", cell: str | None = None):
     """``%px``/``%%px`` while no cluster runs: ipyparallel's magics come with a cluster's view."""
-    from ..cluster.launcher import NO_CLUSTER
+    from ..cluster.registry import NO_CLUSTER
 
     raise DpnbError(f"%px: {NO_CLUSTER}")
 
@@ -97,12 +97,12 @@ def _restore_placeholder(result=None) -> None:
     (instead of ipyparallel's magics on the stopped view)."""
     from IPython import get_ipython
 
-    from ..cluster import launcher
+    from ..cluster import registry
 
     ipython = get_ipython()
     magics = ipython.magics_manager.registry.get("ParallelMagics") if ipython else None
     if (magics is not None and not _is_placeholder(ipython)
-            and launcher.active() is None and launcher.stopped_view(magics.view)):
+            and registry.active() is None and registry.stopped_view(magics.view)):
         ipython.register_magic_function(no_cluster_px, magic_kind="line_cell", magic_name="px")
 
 

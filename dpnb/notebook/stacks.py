@@ -157,7 +157,7 @@ def where(view=None, timeout: float = 2.0) -> Stacks:
         raise DpnbError(f"where() needs a finite timeout above 0 seconds, got {timeout!r}")
     start = time.monotonic()
     if view is None:
-        from ..cluster.launcher import current
+        from ..cluster.registry import current
 
         view = current().view
     client = view.client
