@@ -172,7 +172,7 @@ def test_attach_right_after_a_profile_start_waits_for_its_engines(tmp_path):
     though dpnb has no record of that start.  The cluster's file is private from the start."""
     import stat
 
-    from dpnb.cluster.launcher import _process_tree
+    from dpnb.cluster.owned import process_tree
     from dpnb.cluster.profile import CONFIG_TEXT
 
     profile_dir = tmp_path / "profile_panel"
@@ -200,7 +200,7 @@ def test_attach_right_after_a_profile_start_waits_for_its_engines(tmp_path):
             cluster.stop()
         assert server.wait(timeout=TIMEOUT) is not None
     finally:
-        for p in reversed(_process_tree(server.pid)):
+        for p in reversed(process_tree(server.pid)):
             p.kill()
         server.wait(timeout=30)
     assert not processes.find(profile_dir, "").processes

@@ -20,7 +20,7 @@ import pytest
 import dpnb
 from dpnb.cluster import Cluster
 from dpnb.cluster import processes
-from dpnb.cluster.launcher import _process_tree
+from dpnb.cluster.owned import process_tree
 from dpnb.cluster.mpi_engines import MPIEngines
 from dpnb.errors import DpnbError
 from dpnb.notebook import ProgressMonitor, check_sync, compare, gather, gather_grads
@@ -220,7 +220,7 @@ def test_security_defaults(cluster):
     for f in files:
         assert stat.S_IMODE(os.stat(os.path.join(security, f)).st_mode) == 0o600
     listening = set()
-    for p in _process_tree(cluster.ipp.controller.pid):
+    for p in process_tree(cluster.ipp.controller.pid):
         listening |= {c.laddr.ip for c in p.net_connections("tcp") if c.status == "LISTEN"}
     assert listening == {"127.0.0.1"}
 
@@ -229,7 +229,7 @@ def test_nothing_listens_beyond_loopback(cluster):
     """Controller, schedulers, mpiexec, engines and nannies of a one-host cluster: every
     listening TCP socket and every bound UDP socket is on 127.0.0.1 or ::1 (as `ss -ltnp`
     and `ss -lunp` show them); hydra would listen on 0.0.0.0, UCX on the host's address."""
-    found = {p.pid: p for pid in cluster.pids for p in _process_tree(pid)}
+    found = {p.pid: p for pid in cluster.pids for p in process_tree(pid)}
     roles = {processes.role_of(p) for p in found.values()}
     assert {"controller", "scheduler", "mpiexec", "engine", "nanny"} <= roles
     sockets = []
@@ -324,7 +324,7 @@ def test_engine_dying_mid_cell_raises_and_restart_recovers(cluster, capsys):
 def test_stop_leaves_no_process(cluster):
     pids = list(cluster.pids)
     assert len(alive(pids)) >= 5                               # controller, mpiexec, 2 engines...
-    watchdog = cluster._watchdog.pid                           # ends it should this process die
+    watchdog = cluster._owned.watchdog.pid                     # ends it should this process die
     cluster.stop()
     cluster.stop()                                             # idempotent
     assert not cluster.running
@@ -425,14 +425,14 @@ def test_profile_with_ipcluster(tmp_path):
                              text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip().splitlines()[-1] == "[0, 1] [(0, 2), (1, 2)]"
-        pids = [p.pid for p in _process_tree(server.pid)]
+        pids = [p.pid for p in process_tree(server.pid)]
         subprocess.run([ipcluster, "stop", "--profile=mpi"], env=env, timeout=60,
                        capture_output=True)
         server.wait(timeout=60)
         assert wait_gone(pids) == []
     finally:
         if server.poll() is None:
-            for p in reversed(_process_tree(server.pid)):
+            for p in reversed(process_tree(server.pid)):
                 p.kill()
             server.wait(timeout=30)
 

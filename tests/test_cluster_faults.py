@@ -319,7 +319,7 @@ def test_a_stop_from_outside_ends_the_drivers_watchdog(security):
     cluster.start()
     try:
         found = cluster_processes(security, "outside")
-        watchdog = cluster._watchdog
+        watchdog = cluster._owned.watchdog
         assert watchdog.poll() is None
         stopped = dpnb("cluster", "stop", "--cluster-id", "outside")
         assert stopped.returncode == 0, stopped.stderr

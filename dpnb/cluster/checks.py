@@ -1,7 +1,9 @@
-"""What a cluster needs before anything starts: mpiexec, mpi4py and an MPI library.
+"""What a cluster needs before anything starts: mpiexec, mpi4py, an MPI library and
+ipyparallel, and options that make sense together.
 
-Each check answers (found, detail, fix) so that the launcher can fail early
-with the fixing command and ``dpnb doctor`` can print them all."""
+Each prerequisite's check answers (found, detail, fix) so that the launcher can fail
+early with the fixing command and ``dpnb doctor`` can print them all; the options'
+checks raise a DpnbError saying what to give instead."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,6 +12,7 @@ import importlib.metadata
 import importlib.util
 import subprocess
 import sys
+from collections.abc import Sequence
 
 from ..errors import DpnbError
 
@@ -134,3 +137,51 @@ def require_mpi() -> str:
     from ..communicators.mpiexec import find_mpiexec
 
     return find_mpiexec()
+
+
+ENGINES = ("mpi", "slurm")   # the engine launchers dpnb has tested
+
+
+def check_engines(engines, mpi_args: Sequence[str]) -> None:
+    """A DpnbError for an engine launcher dpnb does not start, or options it would ignore."""
+    if engines == "ssh":
+        raise DpnbError("engines='ssh' cannot work: ipyparallel's SSH launcher starts each "
+                        "engine on its own, so each is rank 0 of a one-rank MPI world.  For "
+                        "several hosts give mpiexec a hostfile, which starts ONE MPI job "
+                        "across them over ssh: dpnb.start(n=8, mpi_args=['-f', 'hostfile'], "
+                        "ip='*', location='this-host-name', curve=True)")
+    if not isinstance(engines, str) or engines not in ENGINES:
+        raise DpnbError(f"engines={engines!r} is not one of dpnb's engine launchers "
+                        f"{', '.join(map(repr, ENGINES))}; use 'mpi' (mpiexec, with "
+                        "mpi_args=['-f', 'hostfile'] for several hosts) or 'slurm' (a Slurm "
+                        "job of n tasks)")
+    if engines == "slurm" and mpi_args:
+        raise DpnbError(f"mpi_args={list(mpi_args)!r} go to mpiexec, which engines='slurm' does "
+                        "not start (srun starts the ranks where the job's allocation says); "
+                        "leave them out, and give sbatch's options as its variables in env= (e.g. "
+                        "env={'SBATCH_PARTITION': 'gpu', 'SBATCH_TIMELIMIT': '60'})")
+
+
+def _loopback(ip: str | None) -> bool:
+    """Whether a controller address is this host's loopback (None and "" are
+    ipyparallel's default, 127.0.0.1)."""
+    import ipaddress
+
+    if not ip or ip == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(ip).is_loopback
+    except ValueError:          # "*", a host name: reachable from elsewhere
+        return False
+
+
+def check_listening(ip: str | None, curve: bool, insecure: bool) -> None:
+    """A DpnbError for a controller open beyond this host without encryption, unless
+    ``insecure`` says that is meant: whoever reaches it can run code in the engines."""
+    if curve or insecure or _loopback(ip):
+        return
+    raise DpnbError(f"ip={ip!r} opens the controller to other hosts without encryption, so "
+                    "anyone who reaches its ports can run code in the engines; add "
+                    "curve=True (CurveZMQ; `--curve` for `dpnb cluster start`), or "
+                    "insecure=True (`--insecure`) on a network you trust, or leave ip unset "
+                    "to listen on 127.0.0.1 only")

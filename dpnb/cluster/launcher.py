@@ -6,7 +6,6 @@ by rank and blocking, start and stop print nothing, and every process the
 cluster started is gone after ``stop()``, even where a polite shutdown fails."""
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import shutil
@@ -17,9 +16,10 @@ from dataclasses import dataclass
 
 from ..errors import DpnbError
 from . import engine_side, files, processes, registry
-from .checks import require_mpi
+from .checks import check_engines, check_listening, require_mpi
 from .journal import Journal, resume_report
-from .profile import CONTROLLER_LAUNCHER, ENGINE_CMD, ENGINE_LAUNCHER, WATCHDOG_CMD
+from .owned import OwnedProcesses
+from .profile import CONTROLLER_LAUNCHER, ENGINE_CMD, ENGINE_LAUNCHER
 from .stranded import StrandedTasks
 from .table import Table
 from .view import GuardedView
@@ -38,19 +38,6 @@ def default_n() -> int:
         import cupy
         return cupy.cuda.runtime.getDeviceCount()
     return os.cpu_count() or 1
-
-
-def _process_tree(pid: int | None) -> list:
-    """The process ``pid`` and all its descendants, as psutil handles."""
-    import psutil
-
-    if not pid or pid < 0:
-        return []
-    try:
-        root = psutil.Process(pid)
-        return [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
 
 
 class Cluster:
@@ -74,8 +61,8 @@ class Cluster:
         self.n = int(n) if n is not None else default_n()
         if self.n < 1:
             raise DpnbError(f"a cluster needs at least one engine, got n={self.n}")
-        _check_engines(engines, mpi_args)
-        _check_listening(ip, curve, insecure)
+        check_engines(engines, mpi_args)
+        check_listening(ip, curve, insecure)
         self.engines = engines
         self.mpi_args = list(mpi_args)
         self.env = dict(env or {})
@@ -88,9 +75,7 @@ class Cluster:
         self.ipp = None
         self.client = None
         self.view = None
-        self._processes: list = []
-        self._record: processes.Record | None = None
-        self._watchdog = None      # ends the cluster if this process dies (stop_at_exit)
+        self._owned: OwnedProcesses | None = None   # its processes, record and watchdog
         self._monitor = None
         self._guard: GuardedView | None = None   # the view as %%px uses it
         self._stranded = StrandedTasks(self._controller_gone)
@@ -135,15 +120,16 @@ class Cluster:
         if self.ipp is not None:
             raise DpnbError("this cluster is already running; call stop() or restart() first")
         self.ipp = self._make_ipp_cluster()
+        self._owned = OwnedProcesses(self.ipp.profile_dir, self.ipp.cluster_id)
         try:
-            self._claim_profile()
+            self._owned.claim(self.n)
         except BaseException:
-            self.ipp = None
+            self.ipp = self._owned = None
             raise
         registry.starting(self)
         try:
             if self.stop_at_exit:
-                self._start_watchdog()
+                self._owned.start_watchdog()
             self.ipp.start_controller_sync()
             self._remember_processes()
             self.client = self._connect_client()
@@ -153,53 +139,6 @@ class Cluster:
             raise
         registry.make_current(self)
         return self
-
-    def _claim_profile(self) -> None:
-        """Refuse to start where a cluster of this profile and id runs (or is being
-        started); remove the files of one that ended without stopping; record this start.
-        All under the profile's lock, so that two starts at once see each other."""
-        with processes.profile_lock(self.ipp.profile_dir):
-            self._claim_locked()
-
-    def _claim_locked(self) -> None:
-        """``_claim_profile``'s check, clean-up and claim, with the lock held."""
-        profile_dir, cluster_id = self.ipp.profile_dir, self.ipp.cluster_id
-        left = processes.find(profile_dir, cluster_id)
-        if left.processes or left.starting:
-            raise DpnbError(files.already_running(left))
-        if left.files:
-            removed = left.remove_files()
-            log.warning("removed the files of a cluster in %s that no longer runs (its "
-                        "processes ended without stopping it, e.g. killed): %s",
-                        files.place(profile_dir, cluster_id), ", ".join(p.name for p in removed))
-        try:
-            self._record = processes.Record.claim(profile_dir, cluster_id, self.n)
-        except FileExistsError:
-            left = processes.find(profile_dir, cluster_id)
-            raise DpnbError(files.already_running(left)) from None
-
-    def _start_watchdog(self) -> None:
-        """The process that stops this cluster should this one die without stopping it
-        (``dpnb.cluster.watchdog``)."""
-        import subprocess
-
-        from .engine import THREAD_VARIABLES
-
-        command = [*WATCHDOG_CMD, self.ipp.profile_dir, self.ipp.cluster_id, self._record.token,
-                   str(os.getpid())]
-        env = {**os.environ, **dict.fromkeys(THREAD_VARIABLES, "1")}   # no idle BLAS threads
-        # a session of its own: a terminal's Ctrl-C or hang-up meant for this process
-        # does not end it
-        self._watchdog = subprocess.Popen(command, stdin=subprocess.DEVNULL,
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                          env=env, start_new_session=True)
-
-    def _stop_watchdog(self) -> None:
-        """End the watchdog: this process has stopped the cluster itself."""
-        if self._watchdog is not None and self._watchdog.poll() is None:
-            self._watchdog.terminate()
-            self._watchdog.wait()
-        self._watchdog = None
 
     def _connect_client(self):
         """A client of the controller, or a DpnbError with the controller's log."""
@@ -294,7 +233,7 @@ class Cluster:
             return None
         pid = getattr(ipp.controller, "pid", "?")
         gone = f"the controller (pid {pid}) of the cluster in {where}"
-        still = self._still_running()
+        still = self._owned.still_running()
         if still:
             return (f"{gone} is gone, but the rest of the cluster still runs ({still}): its "
                     "controller was ended from outside.  `cluster.restart()` (or `%dpnb "
@@ -306,13 +245,6 @@ class Cluster:
                 "and engines (the engines' variables are lost); "
                 f"{files.attach_hint(ipp.profile_dir, ipp.cluster_id)} uses a cluster started "
                 "again elsewhere")
-
-    def _still_running(self, roles: Sequence[str] | None = None) -> str:
-        """This cluster's processes that still run, of ``roles`` where given, as
-        "mpiexec 4; engines 5 6", or "" where none does."""
-        left = self._left()
-        alive = [p for p in left.processes if roles is None or left.roles[p.pid] in roles]
-        return dataclasses.replace(left, processes=alive).describe()
 
     def _gone(self) -> str | None:
         """Why this cluster cannot run a cell (its controller or engines are gone), or
@@ -333,7 +265,7 @@ class Cluster:
         named = (f"engine{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}"
                  if missing else "the engines")
         are = "is" if len(missing) == 1 else "are"
-        still = self._still_running(_ENGINE_ROLES)
+        still = self._owned.still_running(_ENGINE_ROLES)
         if still:
             return (f"{named} of the cluster in {where} {are} gone from its controller "
                     f"(unregistered), yet engine processes still run ({still}): ending, hung, "
@@ -377,22 +309,8 @@ class Cluster:
         """Record the controller's and engines' processes (the controller's forked
         schedulers too), here and in the profile, so that stop() here or
         ``dpnb cluster stop`` elsewhere can make sure they are gone."""
-        import psutil
-
-        pids = [getattr(self.ipp.controller, "pid", None)]
-        pids += [getattr(es, "pid", None) for es in self.ipp.engines.values()]
-        known = {(p.pid, p.create_time()) for p in self._processes if p.is_running()}
-        for pid in pids:
-            for p in _process_tree(pid):
-                try:
-                    key = (p.pid, p.create_time())
-                except psutil.NoSuchProcess:
-                    continue
-                if key not in known:
-                    known.add(key)
-                    self._processes.append(p)
-        if self._record is not None:
-            self._record.add(self._processes)
+        self._owned.remember([getattr(self.ipp.controller, "pid", None),
+                              *(getattr(es, "pid", None) for es in self.ipp.engines.values())])
 
     @classmethod
     def attach(cls, profile: str | None = "mpi", cluster_id: str = "", timeout: float = 60.0,
@@ -436,8 +354,7 @@ class Cluster:
         self = cls(max(n or 1, 1), profile=profile, profile_dir=profile_dir, timeout=timeout,
                    progress=False, stop_at_exit=False)
         self.ipp = loaded
-        self._record = left.record
-        self._processes = list(left.processes)
+        self._owned = OwnedProcesses(loaded.profile_dir, cluster_id, left.record, left.processes)
         # a controller that has not written its connection files yet gets the rest of the time
         loaded.controller.connection_info_timeout = max(deadline - time.monotonic(), 1.0)
         self.client = self._connect_client()
@@ -466,7 +383,7 @@ class Cluster:
         if not self.ipp.engines:   # attached while the starter had not started them yet
             self.ipp.engines = files.load_cluster_file(where, cluster_id,
                                                        processes.find(where, cluster_id)).engines
-        self._processes = list(processes.find(where, cluster_id, extra=self._processes).processes)
+        self._owned.refresh()
 
     def log_tail(self, lines: int = 30) -> str:
         """The last lines of the engines' output (the controller's if there are no engines).
@@ -487,7 +404,7 @@ class Cluster:
     @property
     def pids(self) -> list[int]:
         """Process ids of every controller, mpiexec, engine and nanny process started."""
-        return [p.pid for p in self._processes]
+        return self._owned.pids if self._owned is not None else []
 
     def topology(self) -> Table:
         """Rank, engine id, host, pid and device of every engine."""
@@ -629,13 +546,14 @@ class Cluster:
         if shell is not None and self._after_cell in shell.events.callbacks["post_run_cell"]:
             shell.events.unregister("post_run_cell", self._after_cell)
         self.journal.unwatch()
-        own_state = (None if self.ipp is None or STATE_ENV in self.env or self._superseded()
-                     else self.state_dir)
+        own_state = (None if self.ipp is None or STATE_ENV in self.env
+                     or self._owned.superseded() else self.state_dir)
         if self.ipp is not None:
             try:
                 self._stop_processes()
             finally:
-                self._stop_watchdog()   # after the processes, in case this one dies meanwhile
+                self._owned.stop_watchdog()   # after the processes, should this one die meanwhile
+                self._owned = None
         self.view = self._guard = None
         if own_state is not None:
             shutil.rmtree(own_state, ignore_errors=True)
@@ -643,7 +561,7 @@ class Cluster:
 
     def _stop_processes(self) -> None:
         """Engines, client, controller, then whatever of the cluster is left, and its files."""
-        if self._superseded():
+        if self._owned.superseded():
             self.ipp.cluster_file = ""   # the file is the later start's: leave it alone
         try:
             if self.ipp.engines:
@@ -655,32 +573,8 @@ class Cluster:
             try:
                 self.ipp.stop_controller_sync()
             finally:
-                self._kill_leftovers()
+                self._owned.end()
                 self.ipp = None
-
-    def _superseded(self) -> bool:
-        """Whether a later start of this profile and cluster id has replaced this one's record
-        (this cluster's processes had all died and the later start cleaned up after them)."""
-        if self._record is None:
-            return False
-        on_disk = processes.Record.load(self._record.path)
-        return on_disk is not None and on_disk.token != self._record.token
-
-    def _left(self) -> processes.Footprint:
-        """This cluster's live processes and files (none of a later start of its id)."""
-        token = self._record.token if self._record is not None else None
-        return processes.find(self.ipp.profile_dir, self.ipp.cluster_id, token=token,
-                              extra=self._processes)
-
-    def _kill_leftovers(self) -> None:
-        left = self._left()
-        stuck = left.end()
-        left.remove_files()
-        self._processes = []
-        self._record = None
-        if stuck:
-            raise DpnbError(f"processes of the cluster did not end after SIGKILL: "
-                            f"{left.describe()}; end them by hand")
 
     @property
     def running(self) -> bool:
@@ -697,54 +591,6 @@ class Cluster:
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
         return f"<dpnb.Cluster n={self.n} engines={self.engines!r} {state}>"
-
-
-ENGINES = ("mpi", "slurm")   # the engine launchers dpnb has tested
-
-
-def _check_engines(engines, mpi_args: Sequence[str]) -> None:
-    """A DpnbError for an engine launcher dpnb does not start, or options it would ignore."""
-    if engines == "ssh":
-        raise DpnbError("engines='ssh' cannot work: ipyparallel's SSH launcher starts each "
-                        "engine on its own, so each is rank 0 of a one-rank MPI world.  For "
-                        "several hosts give mpiexec a hostfile, which starts ONE MPI job "
-                        "across them over ssh: dpnb.start(n=8, mpi_args=['-f', 'hostfile'], "
-                        "ip='*', location='this-host-name', curve=True)")
-    if not isinstance(engines, str) or engines not in ENGINES:
-        raise DpnbError(f"engines={engines!r} is not one of dpnb's engine launchers "
-                        f"{', '.join(map(repr, ENGINES))}; use 'mpi' (mpiexec, with "
-                        "mpi_args=['-f', 'hostfile'] for several hosts) or 'slurm' (a Slurm "
-                        "job of n tasks)")
-    if engines == "slurm" and mpi_args:
-        raise DpnbError(f"mpi_args={list(mpi_args)!r} go to mpiexec, which engines='slurm' does "
-                        "not start (srun starts the ranks where the job's allocation says); "
-                        "leave them out, and give sbatch's options as its variables in env= (e.g. "
-                        "env={'SBATCH_PARTITION': 'gpu', 'SBATCH_TIMELIMIT': '60'})")
-
-
-def _loopback(ip: str | None) -> bool:
-    """Whether a controller address is this host's loopback (None and "" are
-    ipyparallel's default, 127.0.0.1)."""
-    import ipaddress
-
-    if not ip or ip == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(ip).is_loopback
-    except ValueError:          # "*", a host name: reachable from elsewhere
-        return False
-
-
-def _check_listening(ip: str | None, curve: bool, insecure: bool) -> None:
-    """A DpnbError for a controller open beyond this host without encryption, unless
-    ``insecure`` says that is meant: whoever reaches it can run code in the engines."""
-    if curve or insecure or _loopback(ip):
-        return
-    raise DpnbError(f"ip={ip!r} opens the controller to other hosts without encryption, so "
-                    "anyone who reaches its ports can run code in the engines; add "
-                    "curve=True (CurveZMQ; `--curve` for `dpnb cluster start`), or "
-                    "insecure=True (`--insecure`) on a network you trust, or leave ip unset "
-                    "to listen on 127.0.0.1 only")
 
 
 # the processes of a cluster that run its engines (the controller's are the others)
