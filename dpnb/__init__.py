@@ -40,7 +40,7 @@ _LAZY = {"start": "dpnb.cluster", "current": "dpnb.cluster", "Cluster": "dpnb.cl
          "gather": "dpnb.notebook",
          "gather_grads": "dpnb.notebook", "compare": "dpnb.notebook",
          "check_sync": "dpnb.notebook", "where": "dpnb.notebook",
-         "load_ipython_extension": "dpnb.notebook", "set_language": "dpnb.cluster.words",
+         "load_ipython_extension": "dpnb.notebook", "set_language": "dpnb.cluster.labels",
          "use_as_nnabla": "dpnb.nnabla_alias", "TrainingState": "dpnb.cluster.training_state",
          "Module": "dpnb.core.module", "Sequential": "dpnb.core.sequential",
          "ProtoVariable": "dpnb.core.graph_def", "graph_def": "dpnb.core",

@@ -22,8 +22,8 @@ from .owned import OwnedProcesses
 from .profile import CONTROLLER_LAUNCHER, ENGINE_CMD, ENGINE_LAUNCHER
 from .stranded import StrandedTasks
 from .table import Table
-from .view import GuardedView
 from .training_state import STATE_ENV, state_directory
+from .view import GuardedView
 
 log = logging.getLogger(__name__)
 

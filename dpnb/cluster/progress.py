@@ -10,7 +10,7 @@ import threading
 import time
 
 from .engine_side import KEY
-from .words import word
+from .labels import label
 
 
 @dataclasses.dataclass
@@ -162,7 +162,7 @@ def _progress_bar(total: int | None, first: int, elapsed: float):
         from tqdm.notebook import tqdm
     else:
         from tqdm import tqdm
-    bar = tqdm(total=total, initial=first, unit="step", desc=word("engines"), smoothing=0)
+    bar = tqdm(total=total, initial=first, unit="step", desc=label("engines"), smoothing=0)
     bar.start_t -= elapsed
     return bar
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import html
 
-from .words import width, word
+from .labels import label, width
 
 
 class Table:
@@ -16,7 +16,7 @@ class Table:
         self.title = title
 
     def __str__(self) -> str:
-        cells = [[word(h) for h in self.header]] + [[str(c) for c in r] for r in self.rows]
+        cells = [[label(h) for h in self.header]] + [[str(c) for c in r] for r in self.rows]
         widths = [max(width(row[i]) for row in cells) for i in range(len(self.header))]
         lines = ["  ".join(c + " " * (w - width(c)) for c, w in zip(row, widths)).rstrip()
                  for row in cells]
@@ -28,7 +28,7 @@ class Table:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th>{html.escape(word(h))}</th>" for h in self.header)
+        head = "".join(f"<th>{html.escape(label(h))}</th>" for h in self.header)
         body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>"
                        for r in self.rows)
         caption = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""

@@ -1,4 +1,4 @@
-"""The language of the fixed words dpnb shows in a notebook (table headers, the progress
+"""The language of the fixed labels dpnb shows in a notebook (table headers, the progress
 bar's label), so that a Japanese notebook shows Japanese headers beside its Japanese text.
 
 Values, messages and plot labels stay English: matplotlib's default fonts have no
@@ -20,25 +20,25 @@ JAPANESE = {
     "step": "ステップ", "norm rank {}": "ノルム（ランク {}）",
 }
 LANGUAGES = {"en": {}, "ja": JAPANESE}
-_words: dict[str, str] = LANGUAGES["en"]
+_labels: dict[str, str] = LANGUAGES["en"]
 
 
 def set_language(language: str) -> None:
     """Show table headers and the progress bar's label in ``language`` ("en" or "ja")."""
-    global _words
+    global _labels
     if language not in LANGUAGES:
-        raise DpnbError(f"set_language: no words for {language!r}; choose one of "
+        raise DpnbError(f"set_language: no labels for {language!r}; choose one of "
                         f"{', '.join(map(repr, LANGUAGES))}")
-    _words = LANGUAGES[language]
+    _labels = LANGUAGES[language]
 
 
-def word(text: str) -> str:
+def label(text: str) -> str:
     """``text`` in the chosen language; a number in it ("norm rank 1") is kept."""
-    if text in _words:
-        return _words[text]
+    if text in _labels:
+        return _labels[text]
     template = re.sub(r"\d+", "{}", text)
-    if template != text and template in _words:
-        return _words[template].format(*re.findall(r"\d+", text))
+    if template != text and template in _labels:
+        return _labels[template].format(*re.findall(r"\d+", text))
     return text
 
 
