@@ -31,3 +31,11 @@ def test_doctor_fails_ipyparallel_where_an_internal_is_gone(monkeypatch):
             in check.detail)
     assert "shows the ranks' output in rank order" in check.detail
     assert "ipyparallel>=9,<10" in check.fix
+
+
+def test_doctor_fails_ipyparallel_of_another_major_version(monkeypatch):
+    from dpnb.cluster import checks
+
+    monkeypatch.setattr(checks, "_version", lambda name: "10.0.1")
+    check = check_ipyparallel()
+    assert not check.found and check.detail == "version 10.0.1; dpnb works with 9.x"

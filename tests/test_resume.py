@@ -333,3 +333,16 @@ def test_commits_across_ranks_and_resume_outside_a_restart(tmp_path):
     new run warns, naming the commits, before it removes them."""
     check_ranks(2, Path(__file__).parent / "mpi_scripts" / "training_state.py", str(tmp_path),
                 timeout=120)
+
+
+@pytest.mark.parametrize("text", ['{"commit": 4}', '[4, 2]', '{"commit": 4, "size": 2, '
+                                  '"counters": [1]}', "{not json"])
+def test_a_marker_not_as_rank_0_writes_it_is_no_commit(tmp_path, text):
+    from dpnb.cluster.training_state import _marker_file, _read_marker
+
+    with open(_marker_file(str(tmp_path), 4), "w") as f:
+        f.write(text)
+    assert _read_marker(str(tmp_path), 4) is None
+    with open(_marker_file(str(tmp_path), 5), "w") as f:
+        f.write('{"commit": 5, "size": 2, "counters": {"step": 10}}')
+    assert _read_marker(str(tmp_path), 5) == {"commit": 5, "size": 2, "counters": {"step": 10}}

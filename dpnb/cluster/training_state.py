@@ -428,7 +428,8 @@ def _read_marker(directory: str, number: int) -> dict | None:
             marker = json.loads(f.read())
     except (OSError, ValueError):
         return None
-    if not isinstance(marker, dict) or not {"commit", "size", "counters"} <= marker.keys():
+    if (not isinstance(marker, dict) or not {"commit", "size", "counters"} <= marker.keys()
+            or not isinstance(marker["counters"], dict)):
         return None
     return marker
 
