@@ -404,6 +404,40 @@ def test_a_killed_driver_takes_its_cluster_along(ipython_dir):
     assert not list(security.glob("*killed-driver*"))           # its files removed too
 
 
+def test_an_mpi_job_that_exits_at_start_is_started_once_more(ipython_dir, tmp_path,
+                                                             monkeypatch, caplog):
+    """MPICH's UCX now and then fails MPI_Init (pmodels/mpich#7417): a job whose ranks
+    exit before any engine registers is started again, once, with a warning."""
+    from dpnb.cluster import launcher
+
+    marker = tmp_path / "failed-once"
+    wrapper = tmp_path / "engine_failing_once.py"
+    wrapper.write_text(textwrap.dedent(f"""
+        import os, runpy, sys
+        try:
+            os.close(os.open({str(marker)!r}, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            runpy.run_module("dpnb.cluster.engine", run_name="__main__")
+        else:                       # as MPI_Init failing in one rank does: an abort
+            from mpi4py import MPI
+            print("this rank fails its first start", flush=True)
+            MPI.COMM_WORLD.Abort(3)
+    """))
+    monkeypatch.setattr(launcher, "ENGINE_CMD", [sys.executable, str(wrapper)])
+    cluster = Cluster(2, cluster_id="started-twice", timeout=60, progress=False)
+    with caplog.at_level("WARNING", "dpnb.cluster.launcher"):
+        cluster.start()
+    try:
+        assert marker.exists()
+        assert cluster.view.pull("rank") == [0, 1]
+        told = [r.getMessage() for r in caplog.records if r.name == "dpnb.cluster.launcher"]
+        assert len(told) == 1 and told[0].startswith(
+            "the engines' MPI job exited before any engine registered; starting it once more")
+        assert "this rank fails its first start" in told[0]
+    finally:
+        cluster.stop()
+
+
 def test_profile_with_ipcluster(tmp_path):
     from dpnb.cluster.profile import install
 

@@ -28,6 +28,7 @@ from .view import GuardedView
 log = logging.getLogger(__name__)
 
 NO_TASK_BAR = 10**7  # seconds
+START_TRIES = 2      # starts of an engine set whose MPI job exits before any engine registers
 
 
 def default_n() -> int:
@@ -155,16 +156,30 @@ class Cluster:
                             + "".join(log_text.splitlines(True)[-10:])) from None
 
     def _start_engines(self) -> None:
-        """Start one engine set and wait for it; on failure raise with the end of its log."""
+        """Start one engine set and wait for it; on failure raise with the end of its log.
+
+        An MPI job that exits before any engine registers is started once more: MPICH's
+        UCX now and then fails ``MPI_Init`` for no lasting reason (pmodels/mpich#7417)."""
         from ipyparallel.error import EngineError
 
-        self.ipp.start_engines_sync(self.n)
-        self._remember_processes()
-        try:
-            self._wait_for_engines(self.timeout)
-        except (TimeoutError, EngineError) as e:
-            raise DpnbError(f"{self.n} engines did not start within {self.timeout:g} s ({e}); "
-                            f"the end of the engine log:\n{self.log_tail()}") from None
+        for tries_left in reversed(range(START_TRIES)):
+            self.ipp.start_engines_sync(self.n)
+            self._remember_processes()
+            try:
+                self._wait_for_engines(self.timeout)
+                break
+            except EngineError as e:
+                if tries_left and not self.client.ids:
+                    log.warning("the engines' MPI job exited before any engine registered; "
+                                "starting it once more.  The end of its log:\n%s",
+                                self.log_tail())
+                    self.ipp.stop_engines_sync()
+                    continue
+                error = e
+            except TimeoutError as e:
+                error = e
+            raise DpnbError(f"{self.n} engines did not start within {self.timeout:g} s "
+                            f"({error}); the end of the engine log:\n{self.log_tail()}") from None
         ids = sorted(self.client.ids)
         if ids != list(range(self.n)):
             raise DpnbError(f"engine ids {ids} do not equal the MPI ranks 0..{self.n - 1}; "
@@ -180,13 +195,15 @@ class Cluster:
         waiting = self.client.wait_for_engines(self.n, timeout=timeout, block=False,
                                                interactive=False)
         deadline = time.monotonic() + timeout + 5
-        while not waiting.done():
+        # the client's own wait may miss registrations after a failed start: ask it too
+        while not waiting.done() and len(self.client.ids) < self.n:
             if self._engines_exited():
                 raise EngineError("the engine launcher (mpiexec, or the Slurm job) exited")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no answer from wait_for_engines in {timeout:g} s")
             time.sleep(0.1)
-        waiting.result()
+        if waiting.done():
+            waiting.result()
 
     def _open_view(self, ids: list[int], activate: bool = True) -> None:
         """The blocking, rank-ordered view; with ``activate``, ``%%px`` and the progress
