@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from dpnb.cluster import engine
+from dpnb.cluster.engine import start as engine
 from dpnb.communicators.mpiexec import find_mpiexec
 
 
@@ -45,7 +45,7 @@ def test_local_rank_by_shared_memory_split():
         for name in ("MPI_LOCALRANKID", "MPI_LOCALNRANKS"):
             os.environ.pop(name, None)
         from mpi4py import MPI
-        from dpnb.cluster import engine
+        from dpnb.cluster.engine import start as engine
         assert engine.local_rank_from_env() is None
         local_rank, local_size = engine.local_rank_from_mpi(MPI.COMM_WORLD)
         os.write(1, f"{MPI.COMM_WORLD.Get_rank()} {local_rank} {local_size}\\n".encode())
@@ -63,7 +63,7 @@ def test_limit_threads_reexecutes_once(monkeypatch):
     for name in (*engine.THREAD_VARIABLES, engine._REEXEC_MARK):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(engine, "host_cores", lambda: 8)
-    monkeypatch.setattr(sys, "argv", ["dpnb/cluster/engine.py", "--mpi"])
+    monkeypatch.setattr(sys, "argv", ["dpnb/cluster/engine/start.py", "--mpi"])
     engine._limit_threads(4)
     assert os.environ["OMP_NUM_THREADS"] == "2" and os.environ["OPENBLAS_NUM_THREADS"] == "2"
     assert calls == [[sys.executable, "-m", "dpnb.cluster.engine", "--mpi"]]

@@ -10,10 +10,15 @@ level and inside functions alike.  The layers, lowest first:
 1. functions, parametric functions, solvers, initializers, the model zoo, and the
    network-file utilities built on the functions (function_specs, nnp_graph, save);
 2. communicators (and utils.communicator_util, nnabla's helper that builds one);
-3. cluster: the launcher, the engine entry point and everything that runs on engines;
-4. notebook: inspection and the ``%dpnb`` magics in the notebook's kernel;
-5. commands: ``dpnb`` (cli, ``__main__``) and its tutorial runner;
-6. testing: the multi-process test harness (``dpnb.testing``), for tests and
+3. engine: what runs on the engines (``dpnb.cluster.engine``), which needs nothing of
+   the code that starts and drives them;
+4. display: what the notebook shows (tables, plots, the progress display, their
+   labels), in ``dpnb.notebook`` but below the cluster, whose tables and after-cell
+   display use it;
+5. cluster: starting, attaching, driving and stopping clusters, and a cell's life;
+6. notebook: inspection and the ``%dpnb`` magics in the notebook's kernel;
+7. commands: ``dpnb`` (cli, ``__main__``) and its tutorial runner;
+8. testing: the multi-process test harness (``dpnb.testing``), for tests and
    benchmarks only; it needs no more than the communicators.
 
 A module may import its own layer and those below.  The package's ``__init__`` is
@@ -38,6 +43,8 @@ LAYERS = {
                   "utils.inspection", "utils.profiler",
                   "core"],
     "communicators": ["communicators", "utils.communicator_util"],
+    "engine": ["cluster.engine"],
+    "display": ["notebook.table", "notebook.plot", "notebook.progress", "notebook.labels"],
     "cluster": ["cluster"],
     "notebook": ["notebook"],
     "commands": ["cli", "__main__", "tutorial_command"],
@@ -205,17 +212,17 @@ def test_the_checks_catch_a_cycle_and_an_upward_import_inside_a_function(tmp_pat
         "functions/__init__.py": "from .add import add\n",
         "functions/add.py": "from ..graph import f\nimport dpnb.cluster.launcher\n",
         "cluster/__init__.py": "",
-        "cluster/launcher.py": "from ..notebook.table import Table\n",
+        "cluster/launcher.py": "from ..notebook.magics import dpnb_magic\n",
         "notebook/__init__.py": "",
-        "notebook/table.py": "import numpy\nfrom dpnb import errors\n",
+        "notebook/magics.py": "import numpy\nfrom dpnb import errors\n",
     })
     graph = import_graph(root)
     assert graph["graph"] == {"functions", "functions.add"}
     assert graph["functions.add"] == {"graph", "cluster.launcher"}
-    assert graph["notebook.table"] == set()          # third-party and the facade are not edges
+    assert graph["notebook.magics"] == set()          # third-party and the facade are not edges
     assert cycles(graph) == [["functions", "functions.add", "graph"]]
     assert upward_imports(graph) == [
-        "cluster.launcher (cluster) imports notebook.table (notebook)",
+        "cluster.launcher (cluster) imports notebook.magics (notebook)",
         "functions.add (functions) imports cluster.launcher (cluster)",
         "graph (core) imports functions (functions)",
         "graph (core) imports functions.add (functions)",

@@ -6,8 +6,8 @@ import pytest
 from dpnb.errors import DpnbError
 from dpnb.notebook import PerRank, ProgressMonitor, compare, plot_grads, plot_losses
 from dpnb.notebook.inspect import SyncReport, max_rank_difference, summarize
-from dpnb.cluster.engine_side import KEY
-from dpnb.cluster.table import Table
+from dpnb.cluster.engine.calls import KEY
+from dpnb.notebook.table import Table
 
 
 def test_table_text_and_html():

@@ -117,7 +117,7 @@ def test_cluster_files_owner_only_and_removed_at_stop(shell):
 
 def test_headers_in_the_chosen_language():
     import dpnb
-    from dpnb.cluster.table import Table
+    from dpnb.notebook.table import Table
     from dpnb.errors import DpnbError
 
     table = Table(["rank", "norm rank 1", "max |diff|", "unlisted"], [[0, "1.5", "0", "x"]])

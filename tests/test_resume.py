@@ -338,7 +338,7 @@ def test_commits_across_ranks_and_resume_outside_a_restart(tmp_path):
 @pytest.mark.parametrize("text", ['{"commit": 4}', '[4, 2]', '{"commit": 4, "size": 2, '
                                   '"counters": [1]}', "{not json"])
 def test_a_marker_not_as_rank_0_writes_it_is_no_commit(tmp_path, text):
-    from dpnb.cluster.training_state import _marker_file, _read_marker
+    from dpnb.cluster.engine.training_state import _marker_file, _read_marker
 
     with open(_marker_file(str(tmp_path), 4), "w") as f:
         f.write(text)

@@ -18,7 +18,7 @@ import pytest
 
 import dpnb
 from dpnb.cluster import Cluster
-from dpnb.cluster.stack_dumps import (COLLECTIVE, DPNB, LIBRARY, MAX_FRAMES, PLUMBING, USER,
+from dpnb.cluster.engine.stack_dumps import (COLLECTIVE, DPNB, LIBRARY, MAX_FRAMES, PLUMBING, USER,
                                      classify, thread_stacks)
 from dpnb.errors import DpnbError
 from dpnb.notebook.stacks import Frame, RankStack, Stacks, ThreadStack
@@ -292,7 +292,7 @@ def test_thread_stacks_of_this_process():
 # it signals itself from another thread: the dump comes while the loop runs.
 SIGNALLED_WHILE_BUSY = """
 import os, signal, threading, time
-from dpnb.cluster import stack_dumps
+from dpnb.cluster.engine import stack_dumps
 dumps = []
 dumper = stack_dumps.StackDumper(getattr(signal, stack_dumps.SIGNAL), dumps.append)
 def spin_in_python():

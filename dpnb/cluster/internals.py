@@ -45,7 +45,7 @@ INTERNALS = (
              "reloads an attached cluster's engine sets from its cluster file"),
     Internal("ipyparallel", "Cluster.controller", "finds the controller process to stop it"),
     Internal("IPython.core.compilerop", "CachingCompiler.format_code_name",
-             "names cells in brief communicator tracebacks (cluster/brief_errors.py)"),
+             "names cells in brief communicator tracebacks (cluster/engine/brief_errors.py)"),
 )
 
 

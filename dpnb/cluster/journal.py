@@ -18,8 +18,8 @@ import dataclasses
 from collections.abc import MutableSequence
 
 from ..errors import DpnbError
-from .table import Table
-from .training_state import COMMIT_KEY
+from ..notebook.table import Table
+from .engine.training_state import COMMIT_KEY
 
 OUTPUT_WAIT = 5.0  # seconds to wait for a finished cell's last messages (its commit reports)
 

@@ -15,14 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import DpnbError
-from . import engine_side, files, processes, registry
+from ..notebook.table import Table
+from . import files, processes, registry
 from .checks import check_engines, check_listening, require_mpi
+from .engine import calls, training_state
+from .engine.training_state import STATE_ENV, state_directory
 from .journal import Journal, resume_report
 from .owned import OwnedProcesses
 from .profile import CONTROLLER_LAUNCHER, ENGINE_CMD, ENGINE_LAUNCHER
 from .stranded import StrandedTasks
-from .table import Table
-from .training_state import STATE_ENV, state_directory
 from .view import GuardedView
 
 log = logging.getLogger(__name__)
@@ -226,7 +227,7 @@ class Cluster:
         # in arrival order by default); `%pxconfig --stream` streams it
         magics.stream_output = False
         if self.progress and self._monitor is None:
-            from .progress import ProgressMonitor
+            from ..notebook.progress import ProgressMonitor
 
             self._monitor = ProgressMonitor()
             self._monitor.start()
@@ -426,7 +427,7 @@ class Cluster:
     def topology(self) -> Table:
         """Rank, engine id, host, pid and device of every engine."""
         self._require_running()
-        rows = self.view.apply_sync(engine_side.identity)
+        rows = self.view.apply_sync(calls.identity)
         table = [[r["rank"], eid, r["host"], r["pid"], r["local_rank"], r["device"]]
                  for eid, r in zip(self.view.targets, rows)]
         return Table(["rank", "engine id", "host", "pid", "local rank", "device"], table,
@@ -478,8 +479,6 @@ class Cluster:
     def _resume(self, dropped: list, magics) -> None:
         """Replay the journal on the fresh engines and restore the last commit; say what
         ran and what was restored."""
-        from . import training_state
-
         for entry in dropped:
             print(f"Dropped from the journal (it had not finished): {entry.first_line}")
         self.view.apply_sync(training_state.prepare_resume)

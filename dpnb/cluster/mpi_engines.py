@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from ipyparallel.cluster.launcher import MPIEngineSetLauncher
 from traitlets import Dict, default
 
-from .engine import ONE_HOST_ENV
+from .engine.start import ONE_HOST_ENV
 
 # mpiexec's options that place ranks on other hosts (hydra's spellings)
 HOST_OPTIONS = frozenset({"-f", "-hostfile", "-machinefile", "-hosts", "-host", "-hostlist"})

@@ -65,7 +65,7 @@ class OwnedProcesses:
     def start_watchdog(self) -> None:
         """The process that stops the cluster should this one die without stopping it
         (``dpnb.cluster.watchdog``)."""
-        from .engine import THREAD_VARIABLES
+        from .engine.start import THREAD_VARIABLES
 
         command = [*WATCHDOG_CMD, self.profile_dir, self.cluster_id, self.record.token,
                    str(os.getpid())]

@@ -10,8 +10,8 @@ import dataclasses
 
 import numpy as np
 
-from ..cluster import engine_side
-from ..cluster.table import ShownAsTable, Table
+from ..cluster.engine import calls
+from .table import ShownAsTable, Table
 
 
 def _view(view):
@@ -61,15 +61,15 @@ class PerRank(ShownAsTable, dict):
 def gather(expression: str, view=None) -> PerRank:
     """Evaluate ``expression`` (a name or any expression) on every engine: rank -> value."""
     view = _view(view)
-    values = view.apply_sync(engine_side.evaluate, expression)
+    values = view.apply_sync(calls.evaluate, expression)
     return PerRank(dict(zip(view.targets, values)), title=expression)
 
 
 def gather_grads(view=None) -> PerRank:
     """Every parameter gradient from every rank: rank -> {name: array}."""
     view = _view(view)
-    values = view.apply_sync(engine_side.gradients)
-    return PerRank({rank: dict(engine_side.unpack(v)) for rank, v in zip(view.targets, values)},
+    values = view.apply_sync(calls.gradients)
+    return PerRank({rank: dict(calls.unpack(v)) for rank, v in zip(view.targets, values)},
                    title="gradients")
 
 
@@ -176,12 +176,12 @@ def check_sync(view=None) -> SyncReport:
     """Compare parameter checksums computed on the engines; pull only parameters that differ."""
     view = _view(view)
     ranks = list(view.targets)
-    sums = {rank: dict(s) for rank, s in zip(ranks, view.apply_sync(engine_side.checksums))}
+    sums = {rank: dict(s) for rank, s in zip(ranks, view.apply_sync(calls.checksums))}
     names = list(dict.fromkeys(n for s in sums.values() for n in s))
     differing = [n for n in names if len({sums[r].get(n) for r in ranks}) > 1]
     values: dict = {}
     if differing:
-        pulled = {rank: dict(engine_side.unpack(v)) for rank, v in
-                  zip(ranks, view.apply_sync(engine_side.parameter_values, differing))}
+        pulled = {rank: dict(calls.unpack(v)) for rank, v in
+                  zip(ranks, view.apply_sync(calls.parameter_values, differing))}
         values = {n: PerRank({r: pulled[r].get(n) for r in ranks}, title=n) for n in differing}
     return SyncReport(ranks, len(names), values)

@@ -4,7 +4,7 @@ The notebook asks each engine through ``Client.send_signal`` (ipyparallel's cont
 channel and the engine's nanny, which answer while the engine is busy); the engine
 publishes the dump on IOPub, the controller's hub stores it in its task database,
 and the notebook reads it from there with ``Client.db_query`` (see
-``dpnb.cluster.stack_dumps``).  Nothing has to be set up beforehand, so any
+``dpnb.cluster.engine.stack_dumps``).  Nothing has to be set up beforehand, so any
 client, in any process, can ask, also while another notebook's cell runs."""
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import re
 import threading
 import time
 
-from ..cluster import stack_dumps
-from ..cluster.stack_dumps import COLLECTIVE, PLUMBING, SIGNAL, USER
-from ..cluster.table import ShownAsTable, Table
+from ..cluster.engine import stack_dumps
+from ..cluster.engine.stack_dumps import COLLECTIVE, PLUMBING, SIGNAL, USER
 from ..errors import ClusterGone, DpnbError
+from .table import ShownAsTable, Table
 
 SHOWN_FRAMES = 3                 # innermost frames of the main thread in the table
 _POLL = 0.02                     # seconds between looks at the hub's stored dumps

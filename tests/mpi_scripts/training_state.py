@@ -19,7 +19,7 @@ from mpi4py import MPI
 import dpnb as nn
 import dpnb.parametric_functions as PF
 import dpnb.solvers as S
-from dpnb.cluster.training_state import _marker_file, _rank_file
+from dpnb.cluster.engine.training_state import _marker_file, _rank_file
 from dpnb.testing import Checks, LoggedWarnings, guarded
 
 
@@ -77,7 +77,7 @@ def main(directory: str) -> None:
     ok.close(nn.get_parameters()["fc/affine/W"].d, np.full((3, 4), 10.0 + r, np.float32),
              "the parameters of commit 2")
 
-    records = LoggedWarnings("dpnb.cluster.training_state")
+    records = LoggedWarnings("dpnb.cluster.engine.training_state")
     nn.TrainingState(solver=network(), directory=directory, step=0)
     world.Barrier()
     if r == 0:

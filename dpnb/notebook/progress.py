@@ -9,7 +9,7 @@ import logging
 import threading
 import time
 
-from .engine_side import KEY
+from ..cluster.engine.calls import KEY
 from .labels import label
 
 

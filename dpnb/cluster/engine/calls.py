@@ -40,8 +40,8 @@ def identity() -> dict:
 
 def to_host(value):
     """``value`` with NdArrays, Variables (their data) and CuPy arrays replaced by NumPy arrays."""
-    from ..graph import Variable
-    from ..ndarray import NdArray
+    from ...graph import Variable
+    from ...ndarray import NdArray
 
     if isinstance(value, Variable):
         value = value.data
@@ -62,7 +62,7 @@ def user_namespace() -> dict:
 
     shell = get_ipython()
     if shell is None:
-        raise RuntimeError("dpnb.cluster.engine_side runs on IPython engines only")
+        raise RuntimeError("dpnb.cluster.engine.calls runs on IPython engines only")
     return shell.user_ns
 
 
@@ -76,7 +76,7 @@ def pack(named: list, gradients: bool = False) -> tuple:
     ``(layout, buffer, ...)``: one flat host buffer per run of adjacent arrays (in
     flat storage a view of it, so no copy is made), and ``layout`` giving each
     name its buffer, offset and shape."""
-    from ..storage import contiguous_runs
+    from ...storage import contiguous_runs
 
     names = iter([name for name, _ in named])
     layout, buffers = [], []
@@ -96,14 +96,14 @@ def unpack(packed) -> list:
 
 def gradients() -> tuple:
     """Every trainable parameter's gradient, packed: ``unpack`` gives [(name, array), ...]."""
-    from ..parameter import get_parameters
+    from ...parameter import get_parameters
 
     return pack(list(get_parameters().items()), gradients=True)
 
 
 def checksums() -> list:
     """A digest of every parameter's bytes, shape and dtype: [(name, digest), ...]."""
-    from ..parameter import get_parameters
+    from ...parameter import get_parameters
 
     sums = []
     for name, v in get_parameters(grad_only=False).items():
@@ -115,7 +115,7 @@ def checksums() -> list:
 
 def parameter_values(names: list[str]) -> tuple:
     """The values of the named parameters, packed: ``unpack`` gives [(name, array), ...]."""
-    from ..parameter import get_parameters
+    from ...parameter import get_parameters
 
     params = get_parameters(grad_only=False)
     return pack([(name, params[name]) for name in names if name in params])

@@ -40,9 +40,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..communicators import values
-from ..errors import DpnbError
-from ..fileio import atomic_write, load_arrays, sweep_temporaries
+from ...communicators import values
+from ...errors import DpnbError
+from ...fileio import atomic_write, load_arrays, sweep_temporaries
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +183,7 @@ class TrainingState:
 
     @staticmethod
     def _checked_solvers(solver) -> dict:
-        from ..solvers import Solver
+        from ...solvers import Solver
 
         solvers = {} if solver is None else solver if isinstance(solver, Mapping) else {
             "solver": solver}
@@ -224,9 +224,9 @@ class TrainingState:
 
     def _arrays(self) -> dict[str, np.ndarray]:
         """Everything a commit holds on this rank, as named host arrays (metadata as JSON)."""
-        from .. import random as dpnb_random
-        from ..context import to_module
-        from ..parameter import get_parameters
+        from ... import random as dpnb_random
+        from ...context import to_module
+        from ...parameter import get_parameters
 
         arrays, meta = {}, {"counters": self.counters, "solvers": {}, "rngs": {}}
         params = get_parameters(grad_only=False)
@@ -347,10 +347,10 @@ class TrainingState:
         return number
 
     def _load(self, arrays: dict, number: int) -> None:
-        from .. import random as dpnb_random
-        from ..graph import Variable
-        from ..parameter import get_parameters
-        from ..solvers import SolverState
+        from ... import random as dpnb_random
+        from ...graph import Variable
+        from ...parameter import get_parameters
+        from ...solvers import SolverState
 
         meta = json.loads(arrays["meta"].tobytes())
         params = get_parameters(grad_only=False)

@@ -107,9 +107,9 @@ def _use_local_gpu(local_rank: int) -> str:
 def _stand_in_for_nnabla() -> None:
     """Let the user's ``import nnabla`` lines give dpnb (unless the real nnabla is
     installed), and feed their ``MonitorSeries`` losses to the notebook's progress."""
-    from ..monitor import add_series_listener
-    from ..nnabla_alias import use_as_nnabla_unless_installed
-    from .engine_side import SeriesFeed
+    from ...monitor import add_series_listener
+    from ...nnabla_alias import use_as_nnabla_unless_installed
+    from .calls import SeriesFeed
 
     use_as_nnabla_unless_installed()
     add_series_listener(SeriesFeed())
@@ -146,9 +146,5 @@ def main(argv: list[str] | None = None) -> None:
     app.initialize(argv)
     # the shell exists once the engine has registered; its start-up lines run then
     app.config.IPKernelApp.exec_lines.append(
-        '__import__("dpnb.cluster.brief_errors").cluster.brief_errors.install(get_ipython())')
+        '__import__("dpnb.cluster.engine.brief_errors").cluster.engine.brief_errors.install(get_ipython())')
     app.start()
-
-
-if __name__ == "__main__":
-    main()

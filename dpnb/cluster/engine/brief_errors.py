@@ -9,12 +9,13 @@ from __future__ import annotations
 import linecache
 import os
 
-from ..errors import AgreementError, CommunicatorError
+from ... import errors
+from ...errors import AgreementError, CommunicatorError
 
 BRIEF = (AgreementError, CommunicatorError)
 
 
-DPNB = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DPNB = os.path.dirname(os.path.abspath(errors.__file__))   # the dpnb package's directory
 
 
 def brief_traceback(shell, etype, value, tb) -> list[str]:

@@ -36,7 +36,7 @@ import sysconfig
 import threading
 from collections.abc import Callable
 
-from .engine_side import identity
+from .calls import identity
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,8 @@ class StackDumper:
         the kernel's packages are all imported)."""
         if self._prefixes is None:
             # Compared with the code objects' file names, which are the modules' __file__.
-            package = os.path.dirname(os.path.dirname(__file__))
+            engine = os.path.dirname(__file__)
+            package = os.path.dirname(os.path.dirname(engine))
             plumbing = []
             for name in _PLUMBING_PACKAGES:
                 module = sys.modules.get(name)
@@ -112,7 +113,8 @@ class StackDumper:
                 module = sys.modules.get(name)
                 if getattr(module, "__file__", None):
                     plumbing.append(module.__file__)
-            plumbing += [os.path.join(package, "cluster", "engine.py"), __file__]
+            plumbing += [os.path.join(engine, "__main__.py"), os.path.join(engine, "start.py"),
+                         __file__]
             paths = sysconfig.get_paths()
             libraries = {os.path.join(paths[k], "") for k in ("purelib", "platlib", "stdlib")}
             self._prefixes = (os.path.join(package, "communicators", ""),
