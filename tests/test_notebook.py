@@ -213,7 +213,7 @@ def test_named_arrays_travel_as_flat_storage_views_and_come_back_by_name():
     top-level arrays without copying them); other variables as buffers of their own."""
     import dpnb as nn
     import dpnb.parametric_functions as PF
-    from dpnb.cluster import engine_side as remote
+    from dpnb.cluster.engine import calls as remote
 
     x = nn.Variable((2, 3))
     PF.affine(x, 4, name="fc")

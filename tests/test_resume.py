@@ -259,7 +259,7 @@ ONE_PROCESS = """
 import os, random, sys
 import numpy as np
 import dpnb as nn, dpnb.functions as F, dpnb.parametric_functions as PF, dpnb.solvers as S
-from dpnb.cluster import training_state
+from dpnb.cluster.engine import training_state
 from dpnb.ext_utils import get_extension_context
 
 ctx = get_extension_context(sys.argv[1])

@@ -55,8 +55,6 @@ class Journal(MutableSequence):
 
     def __init__(self):
         self._entries: list[Entry] = []
-        self._shell = None
-        self._before = None
         self.replaying = False
 
     # -- the list ----------------------------------------------------------------------
@@ -115,34 +113,12 @@ class Journal(MutableSequence):
 
     # -- recording ---------------------------------------------------------------------
 
-    def watch(self, shell) -> None:
-        """Record the ``%%px`` cells that ``shell`` runs from now on."""
-        if self._shell is shell:
-            return
-        self.unwatch()
-        shell.events.register("pre_run_cell", self._pre_run_cell)
-        shell.events.register("post_run_cell", self._post_run_cell)
-        self._shell = shell
-
-    def unwatch(self) -> None:
-        if self._shell is not None:
-            self._shell.events.unregister("pre_run_cell", self._pre_run_cell)
-            self._shell.events.unregister("post_run_cell", self._post_run_cell)
-            self._shell = None
-
-    def _last_px_result(self):
-        magics = self._shell.magics_manager.registry.get("ParallelMagics")
-        return getattr(magics, "last_result", None)
-
-    def _pre_run_cell(self, info=None) -> None:
-        self._before = self._last_px_result()
-
-    def _post_run_cell(self, result) -> None:
+    def record(self, result, px) -> None:
+        """Record the cell IPython ran (its ExecutionResult ``result``) if it was a ``%%px``
+        cell that succeeded; ``px`` is the AsyncResult it sent (None if it sent none)."""
         source = result.info.raw_cell if result.info is not None else ""
         if self.replaying or not source.lstrip().startswith("%%px") or not result.success:
             return
-        px = self._last_px_result()
-        px = px if px is not None and px is not self._before else None
         entry = Entry(source.lstrip(), result.execution_count)
         if px is not None and px.done():
             entry.training = px.successful() and _committed(px)
@@ -187,24 +163,6 @@ class Journal(MutableSequence):
             out(f"  not replayed (training cell, run it again): [{self._entries.index(entry)}] "
                 f"{entry.first_line}")
         return entries
-
-
-def resume_report(reports: list[dict]) -> str:
-    """What ``finish_resume`` did on each rank (its reports, rank order), in one line."""
-    def counters(report):
-        return ", ".join(f"{k}={v!r}" for k, v in (report["counters"] or {}).items())
-
-    first = reports[0]
-    if any(r["restored"] != first["restored"] for r in reports):
-        return "Restored different commits on the ranks: " + "; ".join(
-            f"rank {i}: {r['restored']}" for i, r in enumerate(reports))
-    if first["restored"] is not None:
-        return (f"Restored TrainingState commit {first['restored']} on all {len(reports)} "
-                f"ranks: {counters(first)}")
-    if first.get("pending") is not None:
-        return (f"TrainingState commit {first['pending']} ({counters(first)}) will be restored "
-                "when a TrainingState is constructed (in the training cell)")
-    return "No TrainingState commit to restore; the engines hold what the journal's cells made"
 
 
 def _entry(value) -> Entry:

@@ -9,22 +9,22 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import DpnbError
 from ..notebook.table import Table
-from . import files, processes, registry
+from . import cells, files, processes, registry
 from .checks import check_engines, check_listening, require_mpi
-from .engine import calls, training_state
+from .engine import calls
 from .engine.training_state import STATE_ENV, state_directory
-from .journal import Journal, resume_report
+from .journal import Journal
 from .owned import OwnedProcesses
 from .profile import CONTROLLER_LAUNCHER, ENGINE_CMD, ENGINE_LAUNCHER
-from .stranded import StrandedTasks
-from .view import GuardedView
+from .resume import resume_session
+from .unanswered import UnansweredTasks
+from .view import GONE_ENGINES, GuardedView
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class Cluster:
         self._owned: OwnedProcesses | None = None   # its processes, record and watchdog
         self._monitor = None
         self._guard: GuardedView | None = None   # the view as %%px uses it
-        self._stranded = StrandedTasks(self._controller_gone)
+        self._unanswered = UnansweredTasks(self._controller_gone)
         self.journal = Journal()
 
     # -- starting -----------------------------------------------------------------
@@ -211,7 +211,7 @@ class Cluster:
         display where IPython runs."""
         self.view = self.client.direct_view(targets=ids)
         self.view.block = True
-        self._guard = GuardedView(self.view, self.client, self._gone, _GONE_ENGINES,
+        self._guard = GuardedView(self.view, self.client, self._gone, GONE_ENGINES,
                                   self._watch_result)
         shell = _ipython() if activate else None
         if shell is None:
@@ -231,13 +231,11 @@ class Cluster:
 
             self._monitor = ProgressMonitor()
             self._monitor.start()
-        if self._after_cell not in shell.events.callbacks["post_run_cell"]:
-            shell.events.register("post_run_cell", self._after_cell)
-        self.journal.watch(shell)
+        cells.life(shell).follow(self.journal, self._monitor, self._guard)
 
     def _watch_result(self, result) -> None:
-        """Watch what a ``%%px`` cell sent: for stranded tasks, and for progress."""
-        self._stranded.watch(result)
+        """Watch what a ``%%px`` cell sent: for tasks its controller will never answer, and for progress."""
+        self._unanswered.watch(result)
         if self._monitor is not None:
             self._monitor.watch(result)
 
@@ -287,25 +285,9 @@ class Cluster:
         if still:
             return (f"{named} of the cluster in {where} {are} gone from its controller "
                     f"(unregistered), yet engine processes still run ({still}): ending, hung, "
-                    f"or cut off from the controller.  {_GONE_ENGINES}")
+                    f"or cut off from the controller.  {GONE_ENGINES}")
         return (f"{named} of the cluster in {where} {are} gone (died, or stopped from "
-                f"outside), and no engine process runs.  {_GONE_ENGINES}")
-
-    def _after_cell(self, result=None) -> None:
-        """After each cell: finish its progress display, show the ranks' errors of an
-        interrupted ``%%px`` cell, and name engines that died in it.
-
-        A ``%%px`` cell that streams output reports engine deaths only as "N errors"
-        (dead engines send no error message to stream), so the ranks are named here."""
-        if self._monitor is not None:
-            self._monitor.after_cell()
-        if self._guard is not None:
-            self._guard.show_interrupted()
-        error = getattr(result, "error_in_exec", None)
-        original = getattr(error, "original_error", error)  # a streamed cell's is wrapped
-        deaths = [str(e[1]) for e in getattr(original, "elist", []) if e[0] == "EngineError"]
-        if deaths:
-            print("\n".join(deaths) + "\n" + _GONE_ENGINES + ".", file=sys.stderr)
+                f"outside), and no engine process runs.  {GONE_ENGINES}")
 
     def _engines_exited(self) -> bool:
         """Whether a local engine launcher process (mpiexec) has exited, or a Slurm
@@ -473,40 +455,8 @@ class Cluster:
             self.stop()
             raise
         if resume:
-            self._resume(dropped, magics)
+            resume_session(self.view, self.journal, dropped, magics, self._monitor, _ipython())
         return self
-
-    def _resume(self, dropped: list, magics) -> None:
-        """Replay the journal on the fresh engines and restore the last commit; say what
-        ran and what was restored."""
-        for entry in dropped:
-            print(f"Dropped from the journal (it had not finished): {entry.first_line}")
-        self.view.apply_sync(training_state.prepare_resume)
-        shell = _ipython()
-        if shell is not None:
-            self._replay(shell, magics)
-        try:
-            reports = self.view.apply_sync(training_state.finish_resume)
-        except Exception as e:  # noqa: BLE001 - a CompositeError naming each rank's failure
-            raise DpnbError(f"restoring the last TrainingState commit failed: {e}") from None
-        print(resume_report(reports))
-
-    def _replay(self, shell, magics) -> None:
-        """The journal's cells, with the %pxconfig of ``magics`` (the old view's) and no
-        progress display (a replayed cell's would land in whichever cell runs later)."""
-        new = shell.magics_manager.registry.get("ParallelMagics")
-        if magics is not None and new is not None:
-            new.stream_output, new.verbose = magics.stream_output, magics.verbose
-        monitor = self._monitor
-        shown = monitor is not None and monitor.display
-        if monitor is not None:
-            monitor.display = False
-        try:
-            self.journal.replay(shell)
-        finally:
-            if monitor is not None:
-                monitor.after_cell()
-                monitor.display = shown
 
     @property
     def state_dir(self) -> str:
@@ -559,9 +509,8 @@ class Cluster:
             self._monitor.stop()
             self._monitor = None
         shell = _ipython()
-        if shell is not None and self._after_cell in shell.events.callbacks["post_run_cell"]:
-            shell.events.unregister("post_run_cell", self._after_cell)
-        self.journal.unwatch()
+        if shell is not None:
+            cells.life(shell).unfollow(self.journal)
         own_state = (None if self.ipp is None or STATE_ENV in self.env
                      or self._owned.superseded() else self.state_dir)
         if self.ipp is not None:
@@ -612,10 +561,6 @@ class Cluster:
 # the processes of a cluster that run its engines (the controller's are the others)
 _ENGINE_ROLES = ("mpiexec", "hydra_pmi_proxy", "engine", "nanny")
 _STOPPED = "the cluster is stopped; `cluster.start()` (or `dpnb.start(n=...)`) starts one"
-_GONE_ENGINES = ("Engine ids are MPI ranks; under MPI the death of one rank ends them all.  "
-                 "`cluster.restart(resume=True)` (or `%dpnb restart --resume`) starts fresh "
-                 "engines, replays the journal of %%px cells and restores the last "
-                 "TrainingState commit; `cluster.restart()` starts them empty")
 
 
 def stop_cluster(profile: str | None = "mpi", cluster_id: str = "", timeout: float = 60.0, *,

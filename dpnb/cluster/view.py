@@ -15,13 +15,17 @@ from ..errors import ClusterGone, DpnbError
 
 SIGNAL_WAIT = 5.0    # seconds an interrupt waits for the engines to confirm the signal
 INTERRUPTED_WAIT = 5.0  # seconds after an interrupted %%px cell to collect the ranks' errors
+GONE_ENGINES = ("Engine ids are MPI ranks; under MPI the death of one rank ends them all.  "
+                "`cluster.restart(resume=True)` (or `%dpnb restart --resume`) starts fresh "
+                "engines, replays the journal of %%px cells and restores the last "
+                "TrainingState commit; `cluster.restart()` starts them empty")
 
 
 class GuardedView:
     """Guards ``view`` (blocking, rank-ordered) and ``client``: ``why_gone()`` says why
     the cluster cannot run a cell (None where it can), ``gone_default`` what to say when
     ipyparallel finds no engines first, and ``on_result`` is given every result that
-    ``execute`` returns (to watch for progress and stranded tasks)."""
+    ``execute`` returns (to watch for progress and for tasks never answered)."""
 
     def __init__(self, view, client, why_gone: Callable[[], str | None], gone_default: str,
                  on_result: Callable[[object], None]):

@@ -1,5 +1,5 @@
 """The ``%dpnb`` line magic (``%load_ext dpnb``): start, stop and look at a cluster; and
-``%px``/``%%px`` that say how to get a cluster where none runs."""
+``%px``/``%%px`` that say how to get a cluster where none runs (``dpnb.cluster.cells``)."""
 from __future__ import annotations
 
 import argparse
@@ -81,36 +81,13 @@ def dpnb_magic(line: str):
 dpnb_magic.__doc__ = USAGE  # what `%dpnb?` shows
 
 
-def no_cluster_px(line: str = "", cell: str | None = None):
-    """``%px``/``%%px`` while no cluster runs: ipyparallel's magics come with a cluster's view."""
-    from ..cluster.registry import NO_CLUSTER
-
-    raise DpnbError(f"%px: {NO_CLUSTER}")
-
-
-def _is_placeholder(ipython) -> bool:
-    return getattr(ipython.find_cell_magic("px"), "__name__", "") == no_cluster_px.__name__
-
-
-def _restore_placeholder(result=None) -> None:
-    """After a cell that stopped this process's cluster, ``%%px`` says how to get one again
-    (instead of ipyparallel's magics on the stopped view)."""
-    from IPython import get_ipython
-
-    from ..cluster import registry
-
-    ipython = get_ipython()
-    magics = ipython.magics_manager.registry.get("ParallelMagics") if ipython else None
-    if (magics is not None and not _is_placeholder(ipython)
-            and registry.active() is None and registry.stopped_view(magics.view)):
-        ipython.register_magic_function(no_cluster_px, magic_kind="line_cell", magic_name="px")
-
-
 def load_ipython_extension(ipython) -> None:
-    """Register ``%dpnb`` in this IPython shell, and ``%%px`` that says how to start or
-    attach a cluster until one is (ipyparallel's ``view.activate()`` replaces it)."""
+    """Register ``%dpnb`` in this IPython shell, ``%%px`` that says how to start or
+    attach a cluster until one is (ipyparallel's ``view.activate()`` replaces it), and
+    the shell's cell hooks (``dpnb.cluster.cells``)."""
+    from ..cluster import cells
+
     ipython.register_magic_function(dpnb_magic, magic_kind="line", magic_name="dpnb")
     if ipython.find_cell_magic("px") is None:
-        ipython.register_magic_function(no_cluster_px, magic_kind="line_cell", magic_name="px")
-    if _restore_placeholder not in ipython.events.callbacks["post_run_cell"]:
-        ipython.events.register("post_run_cell", _restore_placeholder)
+        cells.install_placeholder(ipython)
+    cells.life(ipython)

@@ -1,8 +1,9 @@
-"""Tasks stranded by a controller that died: ipyparallel's client hears nothing of its
-end and waits for their results and output forever, so a ``%%px`` cell already waiting
-would hang until interrupted (and then fail on the output that never came).
+"""Tasks that will never be answered because their controller died: ipyparallel's
+client hears nothing of its end and waits for their results and output forever, so a
+``%%px`` cell already waiting would hang until interrupted (and then fail on the output
+that never came).
 
-``StrandedTasks`` watches the tasks sent while they run; once ``why`` gives a reason
+``UnansweredTasks`` watches the tasks sent while they run; once ``why`` gives a reason
 they cannot finish, it ends each rank's task with a ``ClusterGone`` error saying so, the way
 ipyparallel ends the tasks of an engine that died (an error result per engine and no
 output to wait for), and the cell fails within ``interval`` seconds."""
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import InvalidStateError
 
 
-class StrandedTasks:
+class UnansweredTasks:
     """A thread that runs while watched tasks are unfinished and ends them once ``why()``
     says why they cannot finish (it returns None while they can)."""
 
@@ -29,7 +30,7 @@ class StrandedTasks:
         with self._lock:
             self._results.append(result)
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="dpnb-stranded",
+                self._thread = threading.Thread(target=self._run, name="dpnb-unanswered",
                                                 daemon=True)
                 self._thread.start()
 
