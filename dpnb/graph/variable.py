@@ -22,10 +22,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .context import Context, array_module_of, get_current_context, to_module
-from .errors import DpnbError
-from .hooks import HookRegistry
-from .ndarray import NdArray
+from ..context import Context, array_module_of, get_current_context, to_module
+from ..errors import DpnbError
+from ..hooks import HookRegistry
+from ..ndarray import NdArray
 
 logger = logging.getLogger(__name__)
 
