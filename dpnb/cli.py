@@ -94,7 +94,7 @@ def _cluster_options(where: dict, cluster_id: str) -> str:
 
 def cluster_stop(where: dict, cluster_id: str, timeout: float) -> int:
     """Stop the cluster, whatever is left of it: every process that belongs to it ends."""
-    from dpnb.cluster.launcher import stop_cluster
+    from dpnb.cluster.elsewhere import stop_cluster
 
     found = stop_cluster(**where, cluster_id=cluster_id, timeout=timeout)
     ended = f"; ended {found.describe()}" if found.processes else ""
@@ -110,7 +110,7 @@ STATUS_CODES = {"running": 0, "not running": 1, "no engines": 2, "no controller"
 
 def cluster_status(where: dict, cluster_id: str, timeout: float) -> int:
     """Print the engines, or what is wrong; exit 0 running, 1 not running, 2 part of it left."""
-    from dpnb.cluster.launcher import cluster_status as status_of
+    from dpnb.cluster.elsewhere import cluster_status as status_of
 
     status = status_of(**where, cluster_id=cluster_id, timeout=timeout)
     if status.topology is not None:

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import dpnb
-from dpnb.cluster import Cluster, launcher, processes, registry
+from dpnb.cluster import Cluster, processes, registry
 from dpnb.errors import DpnbError
 from dpnb.notebook import check_sync, gather
 
@@ -56,7 +56,7 @@ def elsewhere(ipython_dir, tmp_path):
     finally:
         left = processes.find(profile_dir, "")
         if left.processes or left.files:
-            launcher.stop_cluster(profile_dir=str(profile_dir))
+            elsewhere.stop_cluster(profile_dir=str(profile_dir))
         assert not processes.find(profile_dir, "").processes
 
 

@@ -9,10 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-from playwright import sync_api
-
 from browser import steps
 from browser.lab import Lab, copy_notebooks, find_chromium
+from playwright import sync_api
 
 REPO = Path(__file__).resolve().parent.parent
 TUTORIALS = ["01_data_parallel_training.ipynb", "01_data_parallel_training.ja.ipynb"]
@@ -60,7 +59,7 @@ def page(browser, request):
 def stop_leftover_clusters(ipython_dir: Path, profile: str) -> None:
     """Stop every cluster of a profile that the panel or a notebook started and a failed
     test left running."""
-    from dpnb.cluster.launcher import stop_cluster
+    from dpnb.cluster.elsewhere import stop_cluster
 
     profile_dir = ipython_dir / f"profile_{profile}"
     for path in (profile_dir / "security").glob("cluster-*.json"):

@@ -11,7 +11,6 @@ import os
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ..errors import DpnbError
 from ..notebook.table import Table
@@ -322,17 +321,16 @@ class Cluster:
         that are still registering.  Where its engines died it is attached but not
         ``running``: ``restart()`` starts engines, ``stop()`` ends it.  A DpnbError says
         what to do where no cluster runs, its controller is gone or its engines do not come."""
-        self = cls._connect(profile, cluster_id, timeout, profile_dir=profile_dir, wait=True)
-        if self.client.ids:
-            self._open_view(sorted(self.client.ids))
+        self = cls.connect(profile, cluster_id, timeout, profile_dir=profile_dir, wait=True)
         registry.make_current(self)
         return self
 
     @classmethod
-    def _connect(cls, profile: str | None, cluster_id: str, timeout: float, *,
-                 profile_dir: str | None, wait: bool) -> Cluster:
-        """A client of a cluster started elsewhere, without a view; with ``wait``, after
-        up to ``timeout`` for its controller to come up and its engines to register."""
+    def connect(cls, profile: str | None, cluster_id: str, timeout: float, *,
+                profile_dir: str | None, wait: bool, activate: bool = True) -> Cluster:
+        """A cluster started elsewhere, with a client and, where engines are registered, a
+        view (``activate``: for ``%%px``); with ``wait``, after up to ``timeout`` for its
+        controller to come up and its engines to register.  Not made current (``attach``)."""
         deadline = time.monotonic() + timeout
         where = files.profile_path(profile, profile_dir)
         left = processes.find(where, cluster_id)
@@ -360,6 +358,8 @@ class Cluster:
         self.client = self._connect_client()
         if wait and (loaded.engines or files.starter_alive(left.record) or files.engines_due(left)):
             self._await_engines(where, cluster_id, deadline, timeout)
+        if self.client.ids:
+            self._open_view(sorted(self.client.ids), activate=activate)
         return self
 
     def _await_engines(self, where, cluster_id: str, deadline: float, timeout: float) -> None:
@@ -561,75 +561,6 @@ class Cluster:
 # the processes of a cluster that run its engines (the controller's are the others)
 _ENGINE_ROLES = ("mpiexec", "hydra_pmi_proxy", "engine", "nanny")
 _STOPPED = "the cluster is stopped; `cluster.start()` (or `dpnb.start(n=...)`) starts one"
-
-
-def stop_cluster(profile: str | None = "mpi", cluster_id: str = "", timeout: float = 60.0, *,
-                 profile_dir: str | None = None) -> processes.Footprint:
-    """Stop a cluster started elsewhere, whatever is left of it, and remove its files.
-
-    Through its controller where that still answers, then by ending every process
-    that belongs to it; returns what was found.  A DpnbError if nothing was there."""
-    where = files.profile_path(profile, profile_dir)
-    left = processes.find(where, cluster_id)
-    if not left.processes and not left.files:
-        raise DpnbError(f"no cluster is running in {files.place(where, cluster_id)}; nothing "
-                        "to stop")
-    if left.controller is not None:
-        try:
-            Cluster._connect(profile, cluster_id, timeout, profile_dir=profile_dir,
-                             wait=False).stop()
-        except Exception as e:  # the processes are ended below all the same
-            log.warning("stopping the cluster in %s through its controller failed (%s); "
-                        "ending its processes", files.place(where, cluster_id),
-                        (str(e).splitlines() or [repr(e)])[0])
-    rest = processes.find(where, cluster_id)
-    stuck = rest.end()
-    rest.remove_files()
-    if stuck:
-        raise DpnbError(f"processes of the cluster in {files.place(where, cluster_id)} did not end "
-                        f"after SIGKILL: {rest.describe()}; end them by hand")
-    return left
-
-
-@dataclass
-class Status:
-    """A cluster as ``dpnb cluster status`` shows it: ``state`` ("running", "no engines",
-    "no controller" or "not running"), what that means and what to do, and the
-    engines' topology where they run."""
-
-    state: str
-    message: str
-    topology: Table | None = None
-
-
-def cluster_status(profile: str | None = "mpi", cluster_id: str = "", timeout: float = 60.0, *,
-                   profile_dir: str | None = None) -> Status:
-    """The state of a cluster started elsewhere, without changing it."""
-    where = files.profile_path(profile, profile_dir)
-    left = processes.find(where, cluster_id)
-    if left.controller is None:
-        return Status("no controller" if left.processes else "not running", files.not_running(left))
-    cluster = Cluster._connect(profile, cluster_id, timeout, profile_dir=profile_dir, wait=False)
-    if cluster.client.ids:
-        cluster._open_view(sorted(cluster.client.ids), activate=False)
-    named = files.place(where, cluster_id)
-    try:
-        if not cluster.running:
-            return Status("no engines", (
-                f"the controller of the cluster in {named} runs (pid {left.controller.pid}), "
-                f"but no engines are registered: they died or were stopped.  "
-                f"{files.stop_hint(where, cluster_id)} stops it; "
-                f"`{files.attach_hint(where, cluster_id).strip('`')}.restart()` starts "
-                f"{cluster.n} fresh engines"))
-        table = cluster.topology()
-        registered = len(table.rows)
-        message = f"{registered} engines run in {named}"
-        if registered < cluster.n:
-            message = (f"only {registered} of the {cluster.n} engines started run in {named}; "
-                       f"{files.stop_hint(where, cluster_id)} stops them")
-        return Status("running", message, table)
-    finally:
-        cluster.client.close()
 
 
 def _ipython():

@@ -39,7 +39,7 @@ def main(argv: list[str]) -> None:
         signal.signal(sig, signal.SIG_IGN)
     if not driver_gone(profile_dir, cluster_id, token, int(driver)):
         return
-    from .launcher import stop_cluster
+    from .elsewhere import stop_cluster
 
     try:
         stop_cluster(None, cluster_id, STOP_TIMEOUT, profile_dir=profile_dir)
