@@ -11,10 +11,10 @@ import numpy as np
 
 from .context import get_current_context, to_module
 from .errors import DpnbError
-from .fileio import describe, file_format
+from .formats.files import describe, file_format
 from .graph import Variable, get_no_grad, no_grad  # noqa: F401 (nnabla.parameter.no_grad)
 from .ndarray import as_shape
-from .proto import nnabla_pb2, parameter_files
+from .formats import nnabla_pb2, parameter_files
 from .storage import clear_storages, storage_for
 
 Scope = OrderedDict[str, object]  # name -> Variable, or name -> nested Scope

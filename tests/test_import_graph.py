@@ -26,8 +26,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "dpnb"
 
 LAYERS = {
-    "core": ["context", "ndarray", "graph", "storage", "parameter", "errors", "random", "fileio", "config", "contrib", "hooks",
-             "proto", "logger", "monitor", "ext_utils", "extensions", "nnabla_alias", "data", "dtypes",
+    "core": ["context", "ndarray", "graph", "storage", "parameter", "errors", "random", "config", "contrib", "hooks",
+             "formats", "logger", "monitor", "ext_utils", "extensions", "nnabla_alias", "data", "dtypes",
              "utils", "utils.data_source", "utils.data_source_implements",
              "utils.data_source_loader", "utils.data_iterator", "utils.image_utils",
              "utils.get_file_handle", "utils.nnp_format", "utils.progress", "utils.create_cache"],

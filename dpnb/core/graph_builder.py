@@ -15,7 +15,7 @@ from ..errors import DpnbError
 from ..graph import Function, Variable, auto_forward, register_recorder
 from ..parameter import get_parameters
 from ..parameter import parameter_scope as scope_of
-from ..proto import nnabla_pb2
+from ..formats import nnabla_pb2
 from ..utils.function_specs import spec_of_function
 from ..utils.load_function import message_to_dict
 from ..utils.save import _fill_message

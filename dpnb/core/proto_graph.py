@@ -16,7 +16,7 @@ from ..context import context_scope, get_current_context
 from ..errors import DpnbError
 from ..graph import Variable, get_auto_forward
 from ..parameter import get_parameter_or_create, get_parameters, parameter_scope, set_parameter
-from ..proto import nnabla_pb2
+from ..formats import nnabla_pb2
 from ..utils.function_specs import spec_of_type
 from ..utils.load_function import _create_function_instance, message_to_dict
 from ..utils.save import _fill_message, _network_extension, _nnp_bytes, _unique, _write

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .. import functions as F
 from ..graph import Variable
 from ..ndarray import NdArray
-from ..proto import nnabla_pb2
+from ..formats import nnabla_pb2
 from .proto_initializer import initializer_to_proto
 
 

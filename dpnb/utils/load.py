@@ -15,12 +15,12 @@ from .. import solvers as S
 from ..context import Context, context_scope, set_default_context
 from ..errors import DpnbError
 from ..ext_utils import get_extension_context
-from ..fileio import describe
+from ..formats.files import describe
 from ..initializer import (ConstantInitializer, NormalInitializer, RangeInitializer,
                            UniformInitializer)
 from ..logger import logger
 from ..parameter import assign_entries, get_current_parameter_scope, shapes_in
-from ..proto import nnabla_pb2, parameter_files
+from ..formats import nnabla_pb2, parameter_files
 from . import data_iterator as iterators
 from .learning_rate_scheduler import (CosineScheduler, ExponentialScheduler,
                                       LinearWarmupScheduler, PolynomialScheduler, StepScheduler)

@@ -7,7 +7,7 @@ from ..context import Context, context_scope, get_current_context
 from ..errors import DpnbError
 from ..graph import Variable
 from ..graph import auto_forward as eager_mode
-from ..proto import nnabla_pb2
+from ..formats import nnabla_pb2
 from .function_specs import FunctionSpec, spec_of_type
 
 

@@ -10,11 +10,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from ..errors import DpnbError, DpnbValueError
-from ..fileio import describe
+from ..formats.files import describe
 from ..graph import Variable, get_auto_forward
 from ..parameter import (assign_entries, get_current_parameter_scope, get_parameter,
                          parameter_scope, set_parameter, shapes_in)
-from ..proto import nnabla_pb2, parameter_files
+from ..formats import nnabla_pb2, parameter_files
 from .load_function import _create_function_instance
 
 _TEXT = (".nntxt", ".prototxt")

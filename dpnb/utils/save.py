@@ -18,10 +18,10 @@ from google.protobuf import text_format
 
 from ..context import to_module
 from ..errors import DpnbError
-from ..fileio import atomic_write
+from ..formats.files import atomic_write
 from ..graph import Function, Variable
 from ..parameter import get_parameters, save_parameters
-from ..proto import nnabla_pb2
+from ..formats import nnabla_pb2
 from .function_specs import spec_of_function
 from .nnp_format import nnp_version
 

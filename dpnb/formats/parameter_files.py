@@ -16,7 +16,7 @@ import numpy as np
 from google.protobuf import text_format
 
 from ..errors import DpnbError
-from ..fileio import describe, is_path, require_readable, write_target
+from .files import describe, is_path, require_readable, write_target
 from . import nnabla_pb2
 from .checked_read import (NUMERIC, Reading, decoding, h5_array, h5_attribute, h5_datasets,
                            npz_arrays, proto_array, read_whole, spooled_member, zip_members)
