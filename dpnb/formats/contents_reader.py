@@ -1,7 +1,7 @@
-"""nnabla's ``nnabla.utils.load``: read network files (``.nnp``, ``.nntxt``,
-``.protobuf``, parameter ``.h5``) into everything nnabla's training tools need: the
-context, the training configuration, the datasets, the networks built as dpnb graphs,
-and the optimizers, monitors and executors wired to those networks."""
+"""Network files (``.nnp``, ``.nntxt``, ``.protobuf``, parameter ``.h5``) read into
+everything nnabla's training tools need: the context, the training configuration, the
+datasets, the networks built as dpnb graphs, and the optimizers, monitors and executors
+wired to those networks (``load``, which ``dpnb.utils.load`` gives under nnabla's name)."""
 from __future__ import annotations
 
 import os
@@ -15,19 +15,19 @@ from .. import solvers as S
 from ..context import Context, context_scope, set_default_context
 from ..errors import DpnbError
 from ..ext_utils import get_extension_context
-from ..formats.files import describe
 from ..initializer import (ConstantInitializer, NormalInitializer, RangeInitializer,
                            UniformInitializer)
 from ..logger import logger
 from ..parameter import assign_entries, get_current_parameter_scope, shapes_in
-from ..formats import nnabla_pb2, parameter_files
-from . import data_iterator as iterators
-from .learning_rate_scheduler import (CosineScheduler, ExponentialScheduler,
-                                      LinearWarmupScheduler, PolynomialScheduler, StepScheduler)
-from .load_function import message_to_dict
-from .nnp_graph import NnpNetwork, read_network_file
-
-_NETWORK_FILES = (".nnp", ".nntxt", ".prototxt", ".protobuf")
+from ..utils import data_iterator as iterators
+from ..utils.learning_rate_scheduler import (CosineScheduler, ExponentialScheduler,
+                                             LinearWarmupScheduler, PolynomialScheduler,
+                                             StepScheduler)
+from . import nnabla_pb2, parameter_files
+from .files import describe
+from .messages import message_to_dict
+from .network_files import NETWORK_EXTENSIONS, read_network_file
+from .network_reader import NnpNetwork
 
 
 class Info:
@@ -83,9 +83,9 @@ def _read(info: Info, source, extension: str) -> list:
         if info.exclude_parameter:
             return []
         return parameter_files.load(source, ext, nnabla_pb2.NNablaProtoBuf(), expected)
-    if ext not in _NETWORK_FILES:
+    if ext not in NETWORK_EXTENSIONS:
         raise DpnbError(f"cannot load {describe(source)}: load reads "
-                        f"{', '.join(_NETWORK_FILES + ('.h5',))}, got {ext!r}; name the file "
+                        f"{', '.join(NETWORK_EXTENSIONS + ('.h5',))}, got {ext!r}; name the file "
                         "so, or pass extension= with a file object")
     proto, entries = read_network_file(source, ext, expected)
     if not info.parameter_only:

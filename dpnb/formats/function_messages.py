@@ -1,30 +1,16 @@
-"""nnabla's ``nnabla.utils.load_function``: turn a function of nnabla's network format
-(a ``Function`` message: type, inputs, outputs, ``*_param``) into a callable that adds
-that function to a dpnb graph, as the readers of network files need."""
+"""nnabla's ``Function`` messages (type, inputs, outputs, ``*_param``) and dpnb's
+functions: a message made from plain values or from a set-up function, a message's
+parameters as a dict, and a message turned into a callable that adds that function
+to a dpnb graph, as the writers and readers of network files need."""
 from __future__ import annotations
 
 from ..context import Context, context_scope, get_current_context
 from ..errors import DpnbError
-from ..graph import Variable
+from ..graph import Function, Variable
 from ..graph import auto_forward as eager_mode
-from ..formats import nnabla_pb2
-from .function_specs import FunctionSpec, spec_of_type
-
-
-def message_to_dict(message) -> dict:
-    """A ``*_param`` message as a dict of plain values (Shape as a list of ints)."""
-    values = {}
-    for field in message.DESCRIPTOR.fields:
-        value = getattr(message, field.name)
-        if field.message_type is not None and field.message_type.name == "Shape":
-            values[field.name] = [int(d) for d in value.dim]
-        elif field.message_type is not None:
-            values[field.name] = message_to_dict(value)
-        elif field.is_repeated:
-            values[field.name] = list(value)
-        else:
-            values[field.name] = value
-    return values
+from . import nnabla_pb2
+from .function_specs import FunctionSpec, spec_of_function, spec_of_type
+from .messages import fill_message, message_to_dict
 
 
 class FunctionInstance:
@@ -80,8 +66,39 @@ def function_instance(type_name: str, ctx: Context | None = None, **params) -> F
     return FunctionInstance(ctx, spec, values)
 
 
-def _create_function_instance(ctx: Context | None, f) -> FunctionInstance:
+def create_function_instance(ctx: Context | None, f) -> FunctionInstance:
     """The function of a ``Function`` message (nnabla's type and ``*_param``) in ``ctx``."""
     spec = spec_of_type(f.type)
-    params = {} if spec.param_field is None else message_to_dict(getattr(f, spec.param_field))
-    return FunctionInstance(ctx, spec, params)
+    return FunctionInstance(ctx, spec, function_params(f))
+
+
+def function_params(f) -> dict:
+    """The ``*_param`` fields of a ``Function`` message as a dict (empty for a type
+    that has none)."""
+    field = spec_of_type(f.type).param_field
+    return {} if field is None else message_to_dict(getattr(f, field))
+
+
+def function_message(name: str, type_name: str, inputs: list[str], outputs: list[str],
+                     repeat_id: list[str], params: dict):
+    """nnabla's ``Function`` message of a function ``type_name`` with ``params``."""
+    message = nnabla_pb2.Function()
+    message.name, message.type = name, type_name
+    message.input.extend(inputs)
+    message.output.extend(outputs)
+    message.repeat_id.extend(repeat_id)
+    field = spec_of_type(type_name).param_field
+    if field is not None:
+        fill_message(getattr(message, field), params)
+    return message
+
+
+def exported_params(fn: Function) -> tuple[str, dict]:
+    """nnabla's type of a set-up function and its ``*_param`` fields, every one of them
+    (those the function does not set at the message's defaults)."""
+    spec = spec_of_function(fn)
+    if spec.param_field is None:
+        return spec.type_name, {}
+    message = getattr(nnabla_pb2.Function(), spec.param_field)
+    fill_message(message, spec.export(fn))
+    return spec.type_name, message_to_dict(message)

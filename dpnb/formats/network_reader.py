@@ -1,24 +1,19 @@
-"""nnabla's ``nnabla.utils.nnp_graph``: read a network file written by nnabla (or by
-``dpnb.utils.save``) and build its graph in dpnb, with its parameters, to run it.
-
-``.nnp`` archives, ``.nntxt``/``.prototxt`` and ``.protobuf`` files are read as nnabla
-reads them: every network definition and parameter file in them is merged."""
+"""Networks of nnabla's network files built as dpnb graphs, with their parameters, to
+run them: nnabla's ``NnpLoader``, ``NnpNetwork`` and ``NnpNetworkPass`` (the edits to
+make on the way), which ``dpnb.utils.nnp_graph`` gives under nnabla's names."""
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from collections.abc import Callable
 
 from ..errors import DpnbError, DpnbValueError
-from ..formats.files import describe
 from ..graph import Variable, get_auto_forward
 from ..parameter import (assign_entries, get_current_parameter_scope, get_parameter,
                          parameter_scope, set_parameter, shapes_in)
-from ..formats import nnabla_pb2, parameter_files
-from .load_function import _create_function_instance
-
-_TEXT = (".nntxt", ".prototxt")
-_EXTENSIONS = (".nnp", ".protobuf") + _TEXT
+from . import nnabla_pb2
+from .files import describe
+from .function_messages import create_function_instance
+from .network_files import read_network_file
 
 
 class _PassVariable:
@@ -223,7 +218,7 @@ class NnpNetwork:
         f = callback._apply_generate_function_by_type(f)
         f = callback._apply_generate_function_by_name(f)
         inputs = [self._leaf(v, callback) for v in f.inputs]
-        instance = _create_function_instance(None, f.proto)
+        instance = create_function_instance(None, f.proto)
         shape = instance.params.get("shape")
         if f.proto.type in ("Reshape", "Broadcast") and shape and shape[0] == -1:
             instance.params["shape"] = [self.batch_size] + list(shape[1:])
@@ -281,27 +276,6 @@ class NnpLoader:
         network = nnabla_pb2.Network()
         network.CopyFrom(self.network_dict[name])
         return NnpNetwork(network, self._params, batch_size, self._source, callback)
-
-
-def read_network_file(source, extension: str, expected=None
-                      ) -> tuple[nnabla_pb2.NNablaProtoBuf, list[parameter_files.Entry]]:
-    """(every definition merged, every parameter decoded and checked) of a network file:
-    a path (its extension names the format), or a file object (``extension`` does),
-    read from its start where it can seek; ``expected`` gives the destination's
-    shapes, so that misfits are not read."""
-    ext = extension
-    if isinstance(source, (str, os.PathLike)):
-        ext = os.path.splitext(os.fspath(source))[1]
-        if not os.path.exists(source):
-            raise DpnbError(f"network file {describe(source)} does not exist; check the path")
-    elif getattr(source, "seekable", lambda: False)():
-        source.seek(0)
-    if ext not in _EXTENSIONS:
-        raise DpnbError(f"cannot read {describe(source)} as a network file: the formats are "
-                        f"{', '.join(_EXTENSIONS)}, got {ext!r}")
-    proto = nnabla_pb2.NNablaProtoBuf()
-    entries = parameter_files.read(source, ext, proto, expected, what="network")
-    return proto, entries
 
 
 FunctionPass = Callable[[_PassFunction, dict, dict], object]
