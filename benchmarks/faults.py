@@ -57,7 +57,7 @@ import psutil
 import dpnb
 from dpnb.cluster import processes
 from dpnb.errors import DpnbError
-from dpnb.proto.checked_read import LIMIT_VARIABLE
+from dpnb.formats.checked_read import LIMIT_VARIABLE
 from dpnb.testing import run_script
 from dpnb.utils.nnp_graph import NnpLoader
 

@@ -16,7 +16,7 @@ from .parameter import (clear_parameters, get_current_parameter_scope, get_param
                         set_parameter)
 from .random import seed
 from . import functions  # noqa: E402,F401 (variables' operators are functions)
-from .utils import function_specs  # noqa: E402,F401 (Function.arguments reads it)
+from .formats import function_specs  # noqa: E402,F401 (Function.arguments reads it)
 
 try:
     __version__ = _metadata.version("dpnb")  # dpnb's own release, as `pip show dpnb` gives

@@ -8,9 +8,9 @@ import contextlib
 import functools
 
 from .context import Context, context_scope
+from .formats.function_messages import function_instance
+from .formats.function_specs import exported_types
 from .graph import Function, Variable
-from .utils.function_specs import exported_types
-from .utils.load_function import function_instance
 
 __all__ = ["Function", "PythonFunction"]
 

@@ -11,10 +11,10 @@ import numpy as np
 
 from .context import get_current_context, to_module
 from .errors import DpnbError
-from .fileio import describe, file_format
+from .formats import nnabla_pb2, parameter_files
+from .formats.files import describe
 from .graph import Variable, get_no_grad, no_grad  # noqa: F401 (nnabla.parameter.no_grad)
 from .ndarray import as_shape
-from .proto import nnabla_pb2, parameter_files
 from .storage import clear_storages, storage_for
 
 Scope = OrderedDict[str, object]  # name -> Variable, or name -> nested Scope
@@ -197,10 +197,8 @@ def save_parameters(path, params: dict | None = None, extension: str | None = No
     extension (or, for a file object, ``extension``) names: .h5, .protobuf,
     .nntxt/.prototxt or .nnp as nnabla lays them out, or dpnb's .npz; a path is
     replaced atomically."""
-    fmt = file_format(path, extension, parameter_files.FORMATS, "save", "parameters")
     params = get_parameters(grad_only=False) if params is None else params
-    entries = ((name, to_module(v.d, np), v.need_grad) for name, v in params.items())
-    parameter_files.save(path, fmt, entries)
+    parameter_files.write_parameters(path, params, extension)
 
 
 def load_parameters(path, proto: nnabla_pb2.NNablaProtoBuf | None = None, needs_proto: bool = False,
@@ -213,14 +211,11 @@ def load_parameters(path, proto: nnabla_pb2.NNablaProtoBuf | None = None, needs_
     be loaded whole changes nothing.  The returned NNablaProtoBuf (``proto``, filled,
     when given) holds what a .protobuf, .nntxt or .nnp file has besides parameters, and
     the parameters themselves for .protobuf and .nntxt files, or with ``needs_proto``."""
-    fmt = file_format(path, extension, parameter_files.FORMATS, "load", "parameters")
-    proto = nnabla_pb2.NNablaProtoBuf() if proto is None else proto
-    part = nnabla_pb2.NNablaProtoBuf()
-    entries = parameter_files.load(path, fmt, part, expected=existing_shape)
+    entries, rest = parameter_files.read_parameters(path, extension, needs_proto,
+                                                    expected=existing_shape)
     assign_entries(entries, f"parameter file {describe(path)}")
-    proto.MergeFrom(part)
-    if needs_proto or fmt in parameter_files.PROTO_FORMATS:
-        parameter_files.to_proto(entries, proto)
+    proto = nnabla_pb2.NNablaProtoBuf() if proto is None else proto
+    proto.MergeFrom(rest)
     return proto
 
 

@@ -1,4 +1,4 @@
-"""Regenerate dpnb/proto/nnabla_pb2.py from dpnb/proto/nnabla.proto.
+"""Regenerate dpnb/formats/nnabla_pb2.py from dpnb/formats/nnabla.proto.
 
 Needs grpcio-tools (``pip install grpcio-tools``), for generation only: dpnb at run
 time needs just the protobuf package. Run from anywhere: ``python scripts/make_proto.py``.
@@ -9,7 +9,7 @@ import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PROTO_DIR = ROOT / "dpnb" / "proto"
+PROTO_DIR = ROOT / "dpnb" / "formats"
 
 
 def main() -> int:
@@ -20,7 +20,7 @@ def main() -> int:
         sys.stderr.write("make_proto: grpcio-tools is not installed; run `pip install grpcio-tools`\n")
         return 1
     # The include root is the repository, so that the schema registers as
-    # "dpnb/proto/nnabla.proto" and never clashes with another "nnabla.proto".
+    # "dpnb/formats/nnabla.proto" and never clashes with another "nnabla.proto".
     rc = protoc.main(["protoc", f"-I{ROOT}", f"--python_out={ROOT}",
                       str(PROTO_DIR / "nnabla.proto")])
     if rc != 0:

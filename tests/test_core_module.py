@@ -17,7 +17,7 @@ from dpnb.core import modules
 from dpnb.core.graph_optimizer import rename_variable
 from dpnb.core.proto_initializer import initializer_from_proto
 from dpnb.errors import DpnbError, DpnbValueError
-from dpnb.proto import nnabla_pb2
+from dpnb.formats import nnabla_pb2
 from nnabla_cases import core_module as cases
 
 REC = json.loads((Path(__file__).parent / "fixtures" / "nnabla" / "core_module.json").read_text())

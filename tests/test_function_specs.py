@@ -1,7 +1,7 @@
 """The nnabla forms each function class declares beside itself (``nnabla_spec``, or why it
 has none in ``no_nnabla_spec``) cover every function and agree with nnabla's network-file
-schema (dpnb/proto/nnabla_pb2.py, nnabla 1.39's nnabla.proto), and the registry
-(dpnb.utils.function_specs) serves exactly those declarations."""
+schema (dpnb/formats/nnabla_pb2.py, nnabla 1.39's nnabla.proto), and the registry
+(dpnb.formats.function_specs) serves exactly those declarations."""
 import importlib
 import inspect
 import pkgutil
@@ -11,8 +11,8 @@ import pytest
 import dpnb.functions as F
 from dpnb.functions.specs import Call, FunctionSpec
 from dpnb.graph import Function
-from dpnb.proto import nnabla_pb2
-from dpnb.utils import function_specs
+from dpnb.formats import nnabla_pb2
+from dpnb.formats import function_specs
 
 MESSAGES = nnabla_pb2.Function.DESCRIPTOR.fields_by_name
 

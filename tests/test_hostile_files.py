@@ -25,8 +25,8 @@ import dpnb as nn
 import dpnb.parametric_functions as PF
 import dpnb.solvers as S
 from dpnb.errors import DpnbError
-from dpnb.fileio import atomic_write
-from dpnb.proto.checked_read import LIMIT_VARIABLE
+from dpnb.formats.files import atomic_write
+from dpnb.formats.checked_read import LIMIT_VARIABLE
 from dpnb.utils import load as nnabla_load
 from dpnb.utils.nnp_graph import NnpLoader
 from dpnb.utils.save import save as save_network
@@ -220,7 +220,7 @@ def test_an_npy_header_declaring_more_than_its_member_holds_allocates_nothing(tm
 
 @pytest.mark.parametrize("dims", [[1 << 40, 1 << 40], [-3, 4], [1 << 20, 1 << 20]])
 def test_a_protobuf_shape_without_data_allocates_nothing(tmp_path, dims):
-    from dpnb.proto import nnabla_pb2
+    from dpnb.formats import nnabla_pb2
 
     message = nnabla_pb2.NNablaProtoBuf()
     p = message.parameter.add()

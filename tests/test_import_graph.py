@@ -4,11 +4,14 @@ Every module is parsed with ``ast``; every import of a dpnb module counts, at mo
 level and inside functions alike.  The layers, lowest first:
 
 0. core: contexts, arrays, the graph, storage, parameters, errors, random numbers,
-   files and the protocol buffers, with the nnabla-named helpers that need no more
-   (logger, monitor, ext_utils, extensions, nnabla_alias, data sets, data sources
-   and iterators);
+   the file formats that need no more (``formats``: the protobuf schema, checked
+   reads, parameter and solver-state codecs, file helpers, network-file containers),
+   with the nnabla-named helpers that need no more (logger, monitor, ext_utils,
+   extensions, nnabla_alias, data sets, data sources and iterators);
 1. functions, parametric functions, solvers, initializers, the model zoo, and the
-   network-file utilities built on the functions (function_specs, nnp_graph, save);
+   network-file formats built on the functions (``formats``' function specs and
+   messages, network and contents writers and readers) with nnabla's modules over
+   them (utils.nnp_graph, utils.save, utils.load, utils.load_function);
 2. communicators (and utils.communicator_util, nnabla's helper that builds one);
 3. engine: what runs on the engines (``dpnb.cluster.engine``), which needs nothing of
    the code that starts and drives them;
@@ -31,14 +34,16 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "dpnb"
 
 LAYERS = {
-    "core": ["context", "ndarray", "graph", "storage", "parameter", "errors", "random", "fileio", "config", "contrib", "hooks",
-             "proto", "logger", "monitor", "ext_utils", "extensions", "nnabla_alias", "data", "dtypes",
+    "core": ["context", "ndarray", "graph", "storage", "parameter", "errors", "random", "config", "contrib", "hooks",
+             "formats", "logger", "monitor", "ext_utils", "extensions", "nnabla_alias", "data", "dtypes",
              "utils", "utils.data_source", "utils.data_source_implements",
              "utils.data_source_loader", "utils.data_iterator", "utils.image_utils",
              "utils.get_file_handle", "utils.nnp_format", "utils.progress", "utils.create_cache"],
     "functions": ["functions", "function", "function_bases", "normalization_functions", "parametric_functions",
                   "solvers", "solver",
-                  "initializer", "models", "utils.function_specs", "utils.converter",
+                  "initializer", "models", "utils.converter",
+                  "formats.function_specs", "formats.function_messages", "formats.network_writer",
+                  "formats.network_reader", "formats.contents_writer", "formats.contents_reader",
                   "utils.nnp_graph", "utils.save", "utils.load", "utils.load_function", "utils.rnn",
                   "utils.inspection", "utils.profiler",
                   "core"],

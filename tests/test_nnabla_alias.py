@@ -99,8 +99,8 @@ def test_the_names_nnablas_programs_and_tests_import():
         logger.info("logged")
         from nnabla.utils import nnabla_pb2
         import nnabla.utils.nnabla_pb2 as pb2
-        import dpnb.proto.nnabla_pb2
-        assert pb2 is nnabla_pb2 is dpnb.proto.nnabla_pb2
+        import dpnb.formats.nnabla_pb2
+        assert pb2 is nnabla_pb2 is dpnb.formats.nnabla_pb2
         assert nnabla_pb2.NNablaProtoBuf().network.add().name == ""
         from nnabla.testing import assert_allclose
         assert_allclose(np.float32(1.000009), 1.0)      # rtol 1e-5

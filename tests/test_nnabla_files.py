@@ -13,7 +13,7 @@ import pytest
 import dpnb as nn
 import dpnb.solvers as S
 from dpnb.errors import DpnbError
-from dpnb.proto import nnabla_pb2
+from dpnb.formats import nnabla_pb2
 
 FILES = os.path.join(os.path.dirname(__file__), "fixtures", "nnabla", "files")
 with open(os.path.join(FILES, "expected.json")) as f:

@@ -19,8 +19,8 @@ import dpnb.parametric_functions as PF
 from dpnb.errors import DpnbError
 from dpnb.graph import Function
 from dpnb.models import resnet23_prediction, tutorial_network
-from dpnb.proto import nnabla_pb2
-from dpnb.utils.function_specs import (
+from dpnb.formats import nnabla_pb2
+from dpnb.formats.function_specs import (
     NOT_WRITABLE,
     exported_types,
     spec_of_class,

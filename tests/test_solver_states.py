@@ -13,7 +13,7 @@ import pytest
 import dpnb as nn
 import dpnb.solvers as S
 from dpnb.errors import DpnbError
-from dpnb.proto import nnabla_pb2
+from dpnb.formats import nnabla_pb2
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "nnabla" / "solver_states.json")
                      .read_text())

@@ -12,13 +12,10 @@ from collections.abc import Iterator
 
 from .. import functions as F
 from ..errors import DpnbError
+from ..formats.function_messages import exported_params
 from ..graph import Function, Variable, auto_forward, register_recorder
 from ..parameter import get_parameters
 from ..parameter import parameter_scope as scope_of
-from ..proto import nnabla_pb2
-from ..utils.function_specs import spec_of_function
-from ..utils.load_function import message_to_dict
-from ..utils.save import _fill_message
 from .proto_graph import (ProtoFunction, ProtoGraph, ProtoGraphBuilder, ProtoNetwork,
                           current_graph_builder, current_network, use_builder)
 from .proto_variable import ProtoVariable
@@ -93,16 +90,6 @@ def get_default_graph_by_variable(proto_variable: ProtoVariable) -> ProtoNetwork
                     "graph; give an output variable of a network defined outside graph() blocks")
 
 
-def _arguments(fn: Function) -> tuple[str, dict]:
-    """nnabla's type of a set-up function and its ``*_param`` fields, every one of them."""
-    spec = spec_of_function(fn)
-    if spec.param_field is None:
-        return spec.type_name, {}
-    message = getattr(nnabla_pb2.Function(), spec.param_field)
-    _fill_message(message, spec.export(fn))
-    return spec.type_name, message_to_dict(message)
-
-
 def _record(fn: Function, inputs: tuple):
     """A function called on ProtoVariables: set up on stand-in variables of their shapes
     (nothing computed), then added to the current network."""
@@ -115,7 +102,7 @@ def _record(fn: Function, inputs: tuple):
     stand_ins = [x if isinstance(x, Variable) else Variable(x.shape) for x in inputs]
     with auto_forward(False):
         fn(*stand_ins)
-    type_name, args = _arguments(fn)
+    type_name, args = exported_params(fn)
     return ProtoFunction(fn, type_name, args)(list(inputs), len(fn.outputs))
 
 
@@ -151,7 +138,7 @@ class _VariableConverter:
                 self.variables[key] = pv
             inputs.append(self.variables[key])
         self.outputs = fn.outputs
-        type_name, args = _arguments(fn)
+        type_name, args = exported_params(fn)
         pf = ProtoFunction(fn, type_name, args)
         produced = pf._proto_call(inputs, len(fn.outputs))
         for y, pv in zip(fn.outputs, produced if isinstance(produced, tuple) else (produced,)):

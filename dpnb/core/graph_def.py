@@ -9,13 +9,15 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..utils.nnp_graph import NnpLoader
+from ..errors import DpnbError
+from ..formats.network_files import network_extension
+from ..formats.network_reader import NnpLoader
 from .graph_builder import (create_graph_from_variable, get_default_graph,
                             get_default_graph_by_variable, graph, graph_name, module_scope,
                             reset_default_graph)
 from .proto_executor import ProtoExecutor
 from .proto_graph import (FlatModule, ProtoFunction, ProtoGraph, ProtoGraphBuilder, ProtoNetwork,
-                          current_graph_builder, current_module, current_network, save)
+                          current_graph_builder, current_module, current_network)
 from .proto_variable import ProtoVariable
 
 __all__ = ["FlatModule", "ProtoGraphBuilder", "create_graph_from_variable",
@@ -38,3 +40,22 @@ def load(filename, batch_size=None, exclude_parameter=False, parameter_only=Fals
         return ProtoGraph(parameter_scope=scope)
     rng = np.random.RandomState(0) if rng is None else rng
     return ProtoGraph.from_proto(loader.proto, batch_size=batch_size, param_scope=scope, rng=rng)
+
+
+def save(filename, content, include_parameters=False, variable_batch_size=True,
+         extension=".nnp", executors=None) -> None:
+    """Write the first ProtoGraph (all its networks) or ProtoNetwork of ``content``, with
+    its graph's parameters, to a network file chosen by the file's extension
+    (``extension`` for a file object): ``.nnp``, ``.nntxt``/``.prototxt`` or
+    ``.protobuf`` (the latter with the parameters inside where ``include_parameters``).
+    ``executors`` are nnabla's dicts (name, network, data, output ...)."""
+    network_extension(filename, extension)  # a kind nnabla does not write is refused first
+    for g in content:
+        if isinstance(g, ProtoGraph):
+            return g.write(filename, None, include_parameters, variable_batch_size, executors,
+                           extension)
+        if isinstance(g, ProtoNetwork):
+            return g.owner().write(filename, [g], include_parameters, variable_batch_size,
+                                   executors, extension)
+    raise DpnbError(f"save takes a list holding a ProtoGraph or a ProtoNetwork, got "
+                    f"{[type(g).__name__ for g in content]}")

@@ -1,7 +1,7 @@
 """The executors of nnabla's network files in graph_def (``ProtoExecutor``)."""
 from __future__ import annotations
 
-from ..proto import nnabla_pb2
+from ..formats import nnabla_pb2
 
 
 class ProtoExecutor:

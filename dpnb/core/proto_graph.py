@@ -10,19 +10,17 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 import numpy as np
-from google.protobuf import text_format
 
 from ..context import context_scope, get_current_context
 from ..errors import DpnbError
+from ..formats import nnabla_pb2, parameter_files
+from ..formats.function_messages import create_function_instance, function_message, function_params
+from ..formats.messages import network_message, unique_name
+from ..formats.network_files import network_extension, write_network
 from ..graph import Variable, get_auto_forward
 from ..parameter import get_parameter_or_create, get_parameters, parameter_scope, set_parameter
-from ..proto import nnabla_pb2
-from ..utils.function_specs import spec_of_type
-from ..utils.load_function import _create_function_instance, message_to_dict
-from ..utils.save import _fill_message, _network_extension, _nnp_bytes, _unique, _write
 from .graph_optimizer import rename_variable
 from .proto_executor import ProtoExecutor
-from .proto_initializer import initializer_from_proto
 from .proto_variable import ProtoVariable
 from .variable_batch_size import variable_batch_size as mark_batch_axis
 
@@ -46,7 +44,7 @@ class ProtoFunction:
             network = current_network()
             self.path_name = current_module().get_path_name()
             prefix = f"{self.path_name}/{f_type}" if self.path_name else f_type
-            self.name = _unique(network.func_names, prefix)
+            self.name = unique_name(network.func_names, prefix)
             self.owner = weakref.ref(network)
         else:
             self.path_name = ""
@@ -74,15 +72,8 @@ class ProtoFunction:
 
     def to_message(self, args: dict | None = None):
         """This function as nnabla's ``Function`` message (with ``args`` in place of its own)."""
-        message = nnabla_pb2.Function()
-        message.name, message.type = self.name, self.type
-        message.input.extend(self.inputs)
-        message.output.extend(self.outputs)
-        message.repeat_id.extend(self.repeat_id)
-        field = spec_of_type(self.type).param_field
-        if field is not None:
-            _fill_message(getattr(message, field), self.args if args is None else args)
-        return message
+        return function_message(self.name, self.type, self.inputs, self.outputs, self.repeat_id,
+                                self.args if args is None else args)
 
     @property
     def proto(self):
@@ -108,7 +99,7 @@ class ProtoFunction:
                 self.inputs.append(key)
                 continue
             if v.name is None:
-                v.name = _unique(network.var_names, join(f"{self.type}_in"))
+                v.name = unique_name(network.var_names, join(f"{self.type}_in"))
             network.variables[v.name] = v
             v.required.append(self.name)
             self.inputs.append(v.name)
@@ -121,7 +112,7 @@ class ProtoFunction:
         for i, shape in enumerate(shapes):
             auto = join(f"{self.type}_out")
             wanted = auto if renaming is None else renaming(i, auto)
-            name = _unique(network.var_names, wanted)
+            name = unique_name(network.var_names, wanted)
             if wanted != auto and name != wanted:
                 raise DpnbError(f"the name {wanted!r} given to an output of {self.name} is "
                                 "taken already in the network; give each variable its own name")
@@ -154,8 +145,8 @@ class ProtoFunction:
             args = dict(self.args)
             if args.get("shape") and args["shape"][0] == -1:
                 args["shape"] = [batch_size] + list(args["shape"][1:])
-            self.function_instance = _create_function_instance(network.current_context,
-                                                               self.to_message(args))
+            self.function_instance = create_function_instance(network.current_context,
+                                                              self.to_message(args))
         outputs = self.function_instance(*inputs, n_outputs=len(self.outputs),
                                          auto_forward=get_auto_forward())
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
@@ -206,7 +197,7 @@ class ProtoNetwork:
                 continue
             name = params.get(id(v.data))
             if name is None:
-                name = _unique(self.var_names, f"{function.name}_{index}")
+                name = unique_name(self.var_names, f"{function.name}_{index}")
             yield k
             p = self.parameters.get(name)
             if not isinstance(p, ProtoVariable):
@@ -256,15 +247,9 @@ class ProtoNetwork:
         self.update_actual_shape_of_reshape()
         if self.arguments.get("variable_batch_size", True):
             mark_batch_axis(self)
-        message = nnabla_pb2.Network()
-        if self.batch_size:
-            message.batch_size = int(self.batch_size)
-        message.name = self.name
-        for v in list(self.variables.values()) + list(self.parameters.values()):
-            message.variable.add().CopyFrom(v.to_message())
-        for pf in self.functions.values():
-            message.function.add().CopyFrom(pf.to_message())
-        return message
+        variables = list(self.variables.values()) + list(self.parameters.values())
+        return network_message(self.name, self.batch_size, [v.to_message() for v in variables],
+                               [pf.to_message() for pf in self.functions.values()])
 
     def __call__(self, *args, **kwargs):
         """Build this network as a dpnb graph on the input variables ``args`` (new ones,
@@ -337,14 +322,9 @@ class ProtoNetwork:
         g.repeat_info = {r.id: r.times for r in proto.repeat_info}
         for v in proto.variable:
             kind = g.parameters if v.type == "Parameter" else g.variables
-            pv = kind[v.name] = ProtoVariable(list(v.shape.dim), v.name, v.type == "Parameter",
-                                              v.type)
-            pv.initializer = initializer_from_proto(v, rng)
-            pv.repeat_id = list(v.repeat_id)
+            kind[v.name] = ProtoVariable.from_message(v, rng)
         for f in proto.function:
-            field = spec_of_type(f.type).param_field
-            args = {} if field is None else message_to_dict(getattr(f, field))
-            pf = g.functions[f.name] = ProtoFunction(None, f.type, args, f.name, g)
+            pf = g.functions[f.name] = ProtoFunction(None, f.type, function_params(f), f.name, g)
             pf.repeat_id = list(f.repeat_id)
             for n in f.input:
                 _input_of(g, n).required.append(pf.name)
@@ -357,8 +337,7 @@ class ProtoNetwork:
 
     def save(self, filename, include_parameter=False, variable_batch_size=True, executors=None):
         """Write this network (and its graph's parameters) to a network file."""
-        save(filename, [self], include_parameters=include_parameter,
-             variable_batch_size=variable_batch_size, executors=executors)
+        self.owner().write(filename, [self], include_parameter, variable_batch_size, executors)
 
     def clone(self) -> "ProtoNetwork":
         """A copy with copied variables and functions (sharing the graph, which it keeps alive)."""
@@ -463,12 +442,8 @@ class ProtoGraph:
                                  for n in chosen.values())
             proto.executor.extend(e.as_proto() for e in self.executors.values())
         if include_parameter:
-            for k, v in self.get_parameters().items():
-                p = proto.parameter.add()
-                p.variable_name = k
-                p.shape.dim.extend(v.shape)
-                p.data.extend(np.asarray(v.d, np.float32).ravel().tolist())
-                p.need_grad = bool(v.need_grad)
+            parameter_files.to_proto(parameter_files.parameter_entries(self.get_parameters()),
+                                     proto)
         return proto
 
     def default_graph(self) -> ProtoNetwork:
@@ -483,8 +458,22 @@ class ProtoGraph:
 
     def save(self, filename, include_parameter=False, variable_batch_size=True, executors=None):
         """Write this graph's networks and parameters to a network file."""
-        save(filename, [self], include_parameters=include_parameter,
-             variable_batch_size=variable_batch_size, executors=executors)
+        self.write(filename, None, include_parameter, variable_batch_size, executors)
+
+    def write(self, filename, networks=None, include_parameter=False, variable_batch_size=True,
+              executors=None, extension=".nnp") -> None:
+        """Write this graph's networks (or ``networks``, one of them), with its parameters,
+        to a network file chosen by the file's extension (``extension`` for a file object):
+        ``.nnp``, ``.nntxt``/``.prototxt`` or ``.protobuf`` (the latter with the parameters
+        inside where ``include_parameter``); ``executors`` are nnabla's dicts (name,
+        network, data, output ...) for the networks written."""
+        ext = network_extension(filename, extension)
+        if executors is not None:
+            self.executors = _executors(executors, self.networks if networks is None
+                                        else {n.name: n for n in networks})
+        proto = self.as_proto(include_parameter=include_parameter and ext != ".nnp",
+                              networks=networks, variable_batch_size=variable_batch_size)
+        write_network(filename, ext, proto, self.get_parameters())
 
 
 class FlatModule:
@@ -554,7 +543,7 @@ class ProtoGraphBuilder:
             name, self.graph_name = self.graph_name, None
         else:
             name = self.get_module().name
-        name = _unique(self.names, name)
+        name = unique_name(self.names, name)
         params = {id(v.data): k for k, v in self.get_module().get_parameters().items()}
         self.get_current().commit(name, self.networks, params)
         self.dirty_flag = False
@@ -585,46 +574,11 @@ def current_module():
     return proto_graph_builder.get_module()
 
 
-def _executors(executors: list[dict], network: ProtoNetwork) -> OrderedDict:
+def _executors(executors: list[dict], networks: dict) -> OrderedDict:
+    """nnabla's executor dicts as ProtoExecutors of ``networks`` (by name)."""
     for e in executors:
-        if e.get("network") != network.name:
+        if e.get("network") not in networks:
             raise DpnbError(f"executor {e.get('name')!r} runs network {e.get('network')!r}, "
-                            f"but the network saved is {network.name!r}; name it in 'network'")
-    return OrderedDict((e["name"], ProtoExecutor.create_from_dict(e, network)) for e in executors)
-
-
-def save(filename, content, include_parameters=False, variable_batch_size=True,
-         extension=".nnp", executors=None) -> None:
-    """Write the first ProtoGraph (all its networks) or ProtoNetwork of ``content``, with
-    its graph's parameters, to a network file chosen by the file's extension
-    (``extension`` for a file object): ``.nnp``, ``.nntxt``/``.prototxt`` or
-    ``.protobuf`` (the latter with the parameters inside where ``include_parameters``).
-    ``executors`` are nnabla's dicts (name, network, data, output ...)."""
-    ext = _network_extension(filename, extension)
-    inline = include_parameters and ext != ".nnp"
-    for g in content:
-        if isinstance(g, ProtoGraph):
-            if executors is not None:
-                g.executors = OrderedDict(
-                    (e["name"], ProtoExecutor.create_from_dict(e, g.networks[e["network"]]))
-                    for e in executors)
-            proto = g.as_proto(include_parameter=inline, variable_batch_size=variable_batch_size)
-            params = g.get_parameters()
-            break
-        if isinstance(g, ProtoNetwork):
-            owner = g.owner()
-            if executors is not None:
-                owner.executors = _executors(executors, g)
-            proto = owner.as_proto(include_parameter=inline, networks=[g],
-                                   variable_batch_size=variable_batch_size)
-            params = owner.get_parameters()
-            break
-    else:
-        raise DpnbError(f"save takes a list holding a ProtoGraph or a ProtoNetwork, got "
-                        f"{[type(g).__name__ for g in content]}")
-    if ext == ".nnp":
-        _write(filename, _nnp_bytes(proto, params, ".h5"), text=False)
-    elif ext == ".protobuf":
-        _write(filename, proto.SerializeToString(), text=False)
-    else:
-        _write(filename, text_format.MessageToString(proto).encode("utf-8"), text=True)
+                            f"but the networks saved are {list(networks)}; name one in 'network'")
+    return OrderedDict((e["name"], ProtoExecutor.create_from_dict(e, networks[e["network"]]))
+                       for e in executors)

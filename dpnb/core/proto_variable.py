@@ -5,8 +5,8 @@ from __future__ import annotations
 from .. import functions as F
 from ..graph import Variable
 from ..ndarray import NdArray
-from ..proto import nnabla_pb2
-from .proto_initializer import initializer_to_proto
+from ..formats import nnabla_pb2
+from .proto_initializer import initializer_from_proto, initializer_to_proto
 
 
 def _proto_operand(x):
@@ -67,6 +67,16 @@ class ProtoVariable:
         message.shape.dim.extend(int(d) for d in self.shape)
         initializer_to_proto(self.initializer, message)
         return message
+
+    @staticmethod
+    def from_message(message, rng) -> "ProtoVariable":
+        """The variable of nnabla's ``Variable`` message, with the initializer it names
+        (drawing from ``rng``)."""
+        v = ProtoVariable(list(message.shape.dim), message.name, message.type == "Parameter",
+                          message.type)
+        v.initializer = initializer_from_proto(message, rng)
+        v.repeat_id = list(message.repeat_id)
+        return v
 
     @property
     def proto(self):

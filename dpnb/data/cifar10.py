@@ -19,7 +19,7 @@ import urllib.request
 import numpy as np
 
 from ..errors import DpnbError
-from ..fileio import atomic_write
+from ..formats.files import atomic_write
 from .datasets import Dataset
 
 logger = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ back to a graph), and the small helpers most declarations are made of.
 
 A class with no nnabla form says why in ``no_nnabla_spec``.  Parameters travel as plain
 dicts (field name -> number, bool, str or list of ints), so nothing here knows protobuf;
-dpnb.utils.function_specs collects the declarations for the file readers and writers."""
+dpnb.formats.function_specs collects the declarations for the file readers and writers."""
 from __future__ import annotations
 
 import importlib

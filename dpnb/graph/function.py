@@ -73,7 +73,7 @@ class Function(FunctionNode):
     def arguments(self) -> dict:
         """nnabla's parameters of this function (its ``*_param`` fields), as in nnabla."""
         if state.export_arguments is None:
-            raise DpnbError("Function.arguments needs dpnb.utils.function_specs, which knows "
+            raise DpnbError("Function.arguments needs dpnb.formats.function_specs, which knows "
                             "nnabla's parameters of each function; import it first")
         return state.export_arguments(self)
 

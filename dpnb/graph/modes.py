@@ -148,6 +148,6 @@ def install_reshape(reshape: Callable) -> None:
 
 def install_arguments(export: Callable) -> None:
     """Make ``export(fn)`` (nnabla's ``*_param`` values of a function, which
-    dpnb.utils.function_specs knows) answer ``Function.arguments``; called by
+    dpnb.formats.function_specs knows) answer ``Function.arguments``; called by
     function_specs when it is imported."""
     state.export_arguments = export

@@ -14,10 +14,10 @@ import numpy as np
 
 from ..context import array_module_of, to_module
 from ..errors import DpnbError, DpnbValueError
-from ..fileio import file_format
+from ..formats.files import file_format
 from ..hooks import HookRegistry
 from ..graph import Variable
-from ..proto import nnabla_pb2, state_files
+from ..formats import nnabla_pb2, state_files
 from ..storage import Run, contiguous_runs
 from .runs import RunState, arithmetic_dtype, cut_into_parts, slice_elements
 

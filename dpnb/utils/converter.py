@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from google.protobuf.descriptor import FieldDescriptor
 
-from ..proto import nnabla_pb2
-from .function_specs import exported_types, spec_of_type
+from ..formats import nnabla_pb2
+from ..formats.function_specs import exported_types, spec_of_type
 
 _SCALARS = {FieldDescriptor.TYPE_INT64: "int64", FieldDescriptor.TYPE_FLOAT: "float",
             FieldDescriptor.TYPE_DOUBLE: "double", FieldDescriptor.TYPE_BOOL: "bool",

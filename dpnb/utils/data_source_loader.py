@@ -21,7 +21,7 @@ from typing import IO, Any, BinaryIO
 import numpy as np
 
 from ..errors import DpnbError, DpnbValueError
-from ..fileio import atomic_write
+from ..formats.files import atomic_write
 from .image_utils import imread, imresize
 
 logger = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import h5py
 
 from ..errors import DpnbError
-from ..fileio import describe
-from ..proto.checked_read import Reading, spooled_member
+from ..formats.files import describe
+from ..formats.checked_read import Reading, spooled_member
 
 _TEXT = (".nntxt", ".prototxt")
 _KINDS = (".nnp", ".h5", ".protobuf") + _TEXT

@@ -1,87 +1,9 @@
 """nnabla's ``nnabla.utils.load_function``: turn a function of nnabla's network format
-(a ``Function`` message: type, inputs, outputs, ``*_param``) into a callable that adds
-that function to a dpnb graph, as the readers of network files need."""
-from __future__ import annotations
+(a ``Function`` message) into a callable that adds that function to a dpnb graph; the
+work is dpnb.formats.function_messages'."""
+from ..formats.function_messages import FunctionInstance, create_function_instance, function_instance
+from ..formats.messages import message_to_dict
 
-from ..context import Context, context_scope, get_current_context
-from ..errors import DpnbError
-from ..graph import Variable
-from ..graph import auto_forward as eager_mode
-from ..proto import nnabla_pb2
-from .function_specs import FunctionSpec, spec_of_type
+_create_function_instance = create_function_instance  # nnabla's name
 
-
-def message_to_dict(message) -> dict:
-    """A ``*_param`` message as a dict of plain values (Shape as a list of ints)."""
-    values = {}
-    for field in message.DESCRIPTOR.fields:
-        value = getattr(message, field.name)
-        if field.message_type is not None and field.message_type.name == "Shape":
-            values[field.name] = [int(d) for d in value.dim]
-        elif field.message_type is not None:
-            values[field.name] = message_to_dict(value)
-        elif field.is_repeated:
-            values[field.name] = list(value)
-        else:
-            values[field.name] = value
-    return values
-
-
-class FunctionInstance:
-    """One nnabla function with its parameters set, in a context: calling it on input
-    variables adds it to the graph (computing it at once with ``auto_forward``) and
-    returns its output, or a tuple of them, as nnabla's function objects do."""
-
-    def __init__(self, ctx: Context | None, spec: FunctionSpec, params: dict):
-        self.ctx = ctx if ctx is not None else get_current_context()
-        self.spec = spec
-        self.params = params
-
-    @property
-    def name(self) -> str:
-        return self.spec.type_name
-
-    @property
-    def arguments(self) -> dict:
-        return dict(self.params)
-
-    def __repr__(self) -> str:
-        return f"{self.name}({self.params})"
-
-    def __call__(self, *inputs: Variable, n_outputs: int = -1, auto_forward: bool = False):
-        for x in inputs:
-            if not isinstance(x, Variable):
-                raise DpnbError(f"{self.name} takes nn.Variable inputs, got "
-                                f"{type(x).__name__}")
-        with context_scope(self.ctx), eager_mode(bool(auto_forward)):
-            built = self.spec.build(list(inputs), self.params, n_outputs)
-        outputs = built if isinstance(built, tuple) else (built,)
-        if n_outputs >= 0 and len(outputs) != n_outputs:
-            raise DpnbError(f"{self.name} gives {len(outputs)} outputs, but n_outputs="
-                            f"{n_outputs} was asked for; the network is inconsistent")
-        return built
-
-
-def function_instance(type_name: str, ctx: Context | None = None, **params) -> FunctionInstance:
-    """nnabla's function ``type_name`` (``"Affine"``) with the ``*_param`` fields given
-    and nnabla's defaults for the others, as ``nnabla.function.<Type>(ctx, ...)`` makes."""
-    spec = spec_of_type(type_name)
-    values = {}
-    if spec.param_field is not None:
-        defaults = getattr(nnabla_pb2.Function(), spec.param_field)
-        values = message_to_dict(defaults)
-        unknown = sorted(set(params) - set(values))
-        if unknown:
-            raise DpnbError(f"{type_name} has no parameters {unknown}; its parameters are "
-                            f"{sorted(values)}")
-        values.update({k: list(v) if isinstance(v, tuple) else v for k, v in params.items()})
-    elif params:
-        raise DpnbError(f"{type_name} takes no parameters, got {sorted(params)}")
-    return FunctionInstance(ctx, spec, values)
-
-
-def _create_function_instance(ctx: Context | None, f) -> FunctionInstance:
-    """The function of a ``Function`` message (nnabla's type and ``*_param``) in ``ctx``."""
-    spec = spec_of_type(f.type)
-    params = {} if spec.param_field is None else message_to_dict(getattr(f, spec.param_field))
-    return FunctionInstance(ctx, spec, params)
+__all__ = ["FunctionInstance", "function_instance", "message_to_dict"]

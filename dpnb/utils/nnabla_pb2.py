@@ -1,7 +1,7 @@
 """nnabla's ``nnabla.utils.nnabla_pb2``: the protobuf classes of nnabla's network and
-parameter files, which are dpnb's ``dpnb.proto.nnabla_pb2`` (one module under two names)."""
+parameter files, which are dpnb's ``dpnb.formats.nnabla_pb2`` (one module under two names)."""
 import sys
 
-from ..proto import nnabla_pb2
+from ..formats import nnabla_pb2
 
 sys.modules[__name__] = nnabla_pb2

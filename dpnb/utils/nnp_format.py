@@ -3,7 +3,7 @@ writes into ``nnp_version.txt`` (a zip of that file, a network ``.nntxt`` and th
 parameters as ``.h5`` or ``.protobuf``)."""
 from __future__ import annotations
 
-from ..proto.parameter_files import NNP_VERSION
+from ..formats.parameter_files import NNP_VERSION
 
 
 def nnp_version() -> str:

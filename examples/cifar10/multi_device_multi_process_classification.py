@@ -43,7 +43,7 @@ from dpnb.context import to_module
 from dpnb.data import (ShardedBatches, cifar10_available, download_cifar10, even_split,
                        load_cifar10, load_digits, synthetic)
 from dpnb.ext_utils import get_extension_context
-from dpnb.fileio import atomic_write, load_arrays, save_arrays
+from dpnb.formats.files import atomic_write, load_arrays, save_arrays
 from dpnb.models import resnet23_prediction
 
 MOMENTUM = 0.9

@@ -42,7 +42,7 @@ import numpy as np
 
 from ...communicators import values
 from ...errors import DpnbError
-from ...fileio import atomic_write, load_arrays, sweep_temporaries
+from ...formats.files import atomic_write, load_arrays, sweep_temporaries
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from typing import BinaryIO
 
 import numpy as np
 
-from .errors import DpnbError
-from .proto.checked_read import NUMERIC, Reading, decoding, npz_arrays
+from ..errors import DpnbError
+from .checked_read import NUMERIC, Reading, decoding, npz_arrays
 
 
 @contextlib.contextmanager

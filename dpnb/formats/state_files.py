@@ -17,7 +17,7 @@ import h5py
 import numpy as np
 
 from ..errors import DpnbError
-from ..fileio import describe, require_readable, write_target
+from .files import describe, require_readable, write_target
 from . import nnabla_pb2
 from .checked_read import (NUMERIC, Reading, decoding, h5_array, h5_attribute, h5_datasets,
                            h5_scalar, h5_text_attribute, npz_arrays, proto_array, read_whole)

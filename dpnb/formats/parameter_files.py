@@ -8,15 +8,16 @@ from __future__ import annotations
 import io
 import os
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO
 
 import h5py
 import numpy as np
 from google.protobuf import text_format
 
+from ..context import to_module
 from ..errors import DpnbError
-from ..fileio import describe, is_path, require_readable, write_target
+from .files import describe, file_format, is_path, require_readable, write_target
 from . import nnabla_pb2
 from .checked_read import (NUMERIC, Reading, decoding, h5_array, h5_attribute, h5_datasets,
                            npz_arrays, proto_array, read_whole, spooled_member, zip_members)
@@ -30,6 +31,12 @@ NNP_VERSION = "0.1"  # what nnabla 1.39 writes into nnp_version.txt
 NNP_PARAMETER_FILE = "parameter.h5"  # nnabla's default parameter file inside .nnp
 NEED_GRAD_KEY = "__need_grad__"  # dpnb's .npz: the names of the parameters that need grad
 WHAT = "parameter"
+
+
+def parameter_entries(params: dict) -> Iterator[Entry]:
+    """The entries of named parameters (nn.Variables), their data as host arrays, read
+    lazily as the writers want them."""
+    return ((name, to_module(v.d, np), v.need_grad) for name, v in params.items())
 
 
 def _write_h5(f: BinaryIO, entries: Iterable[Entry]) -> None:
@@ -221,3 +228,25 @@ def _read_proto(source, fmt: str, reading: Reading,
     part.ClearField("parameter")  # the caller adds them back, once, as load_parameters decides
     proto.MergeFrom(part)
     return entries
+
+
+def write_parameters(target, params: dict, extension: str | None = None) -> None:
+    """Write named parameters in the format the path's extension (for a file object,
+    ``extension``) names; a path is replaced atomically.  ``nn.save_parameters``."""
+    fmt = file_format(target, extension, FORMATS, "save", "parameters")
+    save(target, fmt, parameter_entries(params))
+
+
+def read_parameters(source, extension: str, needs_proto: bool,
+                    expected: Callable[[str], tuple[int, ...] | None] | None = None
+                    ) -> tuple[list[Entry], nnabla_pb2.NNablaProtoBuf]:
+    """(the parameters, all decoded and checked; what the file holds besides them) of a
+    parameter file in the format its extension (for a file object, ``extension``) names.
+    The message holds the parameters too for .protobuf and .nntxt files, or with
+    ``needs_proto``, as nnabla's ``load_parameters`` returns them.  ``nn.load_parameters``."""
+    fmt = file_format(source, extension, FORMATS, "load", "parameters")
+    rest = nnabla_pb2.NNablaProtoBuf()
+    entries = load(source, fmt, rest, expected)
+    if needs_proto or fmt in PROTO_FORMATS:
+        to_proto(entries, rest)
+    return entries, rest
