@@ -1,0 +1,187 @@
+"""How many of dpnb's files a reader opens to follow two everyday paths, and how often
+the path comes back to a file already opened, for this checkout and a reference
+revision measured in the same run.
+
+1. gradient: the tutorial's step ``comm.all_reduce([x.grad for x in
+   nn.get_parameters().values()], division=True)``, its first call (the plan is built
+   there), on rank 0 of two MPI ranks (``mpiexec -n 2``);
+2. cell: a ``%%px`` cell (``x = rank``) run by ``shell.run_cell`` in an IPython shell with
+   the ``dpnb`` extension loaded and a cluster of 2 engines started by ``dpnb.start``,
+   in the driver's main thread.
+
+The path is what a reader follows: the dpnb functions called, each once, in the order
+of their first call (``sys.setprofile``); consecutive functions of one file are one
+visit.  "files" counts the distinct files, "returns" the visits to a file visited
+before.  The reference tree is a temporary ``git worktree`` of ``--reference`` (by
+default cac59f8, the code before issue 25's moves); each path runs with
+``PYTHONPATH`` set to the tree measured.  Counting, not timing: the figures do not
+vary from run to run.  Prints a table and writes benchmarks/results/code_paths.json.
+
+    python benchmarks/code_paths.py [--reference REV] [--paths gradient,cell] [--show]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RESULT = REPO / "benchmarks" / "results" / "code_paths.json"
+REFERENCE = "cac59f8"
+
+# Installed in each measured process: the reader's path through the dpnb files of its tree.
+TRACER = """
+import os, sys, threading
+DPNB = os.path.join(os.environ["CODE_PATHS_TREE"], "dpnb") + os.sep
+_seen, _order = set(), []
+
+def _profile(frame, event, arg):
+    if event == "call":
+        code = frame.f_code
+        if code.co_filename.startswith(DPNB) and code not in _seen:
+            _seen.add(code)
+            _order.append((os.path.relpath(code.co_filename, DPNB), code.co_qualname))
+
+def start():
+    sys.setprofile(_profile)
+
+def stop():
+    sys.setprofile(None)
+    return list(_order)
+"""
+
+GRADIENT = """
+import numpy as np
+import dpnb as nn
+import dpnb.communicators as C
+import dpnb.functions as F
+import dpnb.parametric_functions as PF
+from dpnb.ext_utils import get_extension_context
+
+ctx = get_extension_context("cpu")
+nn.set_default_context(ctx)
+comm = C.MultiProcessCommunicator(ctx)
+comm.init()
+x = nn.Variable((4, 3))
+x.d = np.random.RandomState(comm.rank).rand(4, 3)
+loss = F.mean(PF.affine(F.relu(PF.affine(x, 5, name="fc1")), 1, name="fc2"))
+loss.forward()
+loss.backward()
+grads = [p.grad for p in nn.get_parameters().values()]
+tracer.start()
+comm.all_reduce(grads, division=True)
+order = tracer.stop()
+if comm.rank == 0:
+    print("PATH", json.dumps(order))
+"""
+
+CELL = """
+import IPython
+from IPython.testing.globalipapp import start_ipython
+import dpnb
+
+shell = start_ipython()
+shell.run_line_magic("load_ext", "dpnb")
+cluster = dpnb.start(n=2, timeout=120)
+try:
+    shell.run_cell("%%px\\nx = rank")          # the first cell sets up what later ones reuse
+    tracer.start()
+    result = shell.run_cell("%%px\\nx = rank")
+    order = tracer.stop()
+    assert result.success, result
+finally:
+    cluster.stop()
+print("PATH", json.dumps(order))
+"""
+
+
+def program(body: str) -> str:
+    """A script that defines ``tracer`` (the module above) and runs ``body``."""
+    return ("import json, types\ntracer = types.ModuleType('tracer')\n"
+            f"exec({TRACER!r}, tracer.__dict__)\n" + textwrap.dedent(body))
+
+
+def run(tree: Path, path: str) -> list[tuple[str, str]]:
+    """The functions of ``tree``'s dpnb that ``path`` calls, in order of first call."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "CODE_PATHS_TREE": str(tree),
+           "OMP_NUM_THREADS": "1"}
+    with tempfile.TemporaryDirectory() as home:
+        env["IPYTHONDIR"] = home
+        script = Path(home) / f"{path}.py"
+        script.write_text(program(GRADIENT if path == "gradient" else CELL))
+        command = [sys.executable, str(script)]
+        if path == "gradient":
+            mpiexec = Path(sys.executable).with_name("mpiexec")
+            command = [str(mpiexec), "-n", "2", *command]
+        done = subprocess.run(command, env=env, cwd=home, capture_output=True, text=True,
+                              timeout=600)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("PATH ")]
+    if done.returncode != 0 or not lines:
+        raise SystemExit(f"{path} in {tree} failed ({done.returncode}):\n"
+                         f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return [tuple(f) for f in json.loads(lines[0][len("PATH "):])]
+
+
+def visits(order: list[tuple[str, str]]) -> list[str]:
+    """The files in the order a reader opens them (consecutive functions of a file: one)."""
+    files: list[str] = []
+    for file, _ in order:
+        if not files or files[-1] != file:
+            files.append(file)
+    return files
+
+
+def summary(order: list[tuple[str, str]]) -> dict:
+    path = visits(order)
+    returns = len(path) - len(set(path))
+    inside = [f for i, f in enumerate(path) if f in path[:i]]
+    return {"files": len(set(path)), "returns": returns, "functions": len(order),
+            "returns_inside_communicators": sum(f.startswith("communicators") for f in inside),
+            "visits": path}
+
+
+def worktree(revision: str, where: Path) -> Path:
+    tree = where / "reference"
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(tree),
+                    revision], check=True)
+    return tree
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reference", default=REFERENCE)
+    parser.add_argument("--paths", default="gradient,cell")
+    parser.add_argument("--show", action="store_true", help="print each path's files")
+    args = parser.parse_args()
+    paths = args.paths.split(",")
+    results: dict = {"benchmark": "code_paths", "reference": args.reference,
+                     "revision": subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short",
+                                                 "HEAD"], capture_output=True, text=True
+                                                ).stdout.strip()}
+    with tempfile.TemporaryDirectory() as scratch:
+        reference = worktree(args.reference, Path(scratch))
+        try:
+            for path in paths:
+                results[path] = {"reference": summary(run(reference, path)),
+                                 "this": summary(run(REPO, path))}
+        finally:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force",
+                            str(reference)], check=False)
+    print(f"{'path':10} {'tree':10} {'files':>6} {'returns':>8} {'in comm.':>9} {'functions':>10}")
+    for path in paths:
+        for tree in ("reference", "this"):
+            r = results[path][tree]
+            print(f"{path:10} {tree:10} {r['files']:6} {r['returns']:8} "
+                  f"{r['returns_inside_communicators']:9} {r['functions']:10}")
+            if args.show:
+                print("    " + " > ".join(r["visits"]))
+    RESULT.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
