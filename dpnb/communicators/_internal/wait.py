@@ -139,7 +139,7 @@ class Guard:
         self._abandoned: list = []  # requests a failure left pending (MPI may still use them)
 
     def use(self, settings) -> None:
-        """Wait with the timeout and stall seconds of ``settings`` from now on."""
+        """Wait with the timeout, stall seconds and agreement check of ``settings`` from now on."""
         self.settings = settings
 
     def enter(self, operation: str, group) -> None:
