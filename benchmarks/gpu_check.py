@@ -520,7 +520,7 @@ def collectives(run: Run, nccl: bool) -> None:
     comm, ctx = open_communicator(run, nccl)
     n, r, ok = comm.size, comm.rank, run.checks
     if nccl and not run.dry_run:
-        from dpnb.communicators.nccl import nccl_module
+        from dpnb.communicators._internal.nccl import nccl_module
         ok.true(nccl_module() is not None, "NCCL is available to CuPy (cupy.cuda.nccl)")
     shapes = [(3, 4), (20000,), (5,), (16, 8)]
     with nn.context_scope(ctx):

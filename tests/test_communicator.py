@@ -122,7 +122,7 @@ class _FakeComm:
 @pytest.mark.parametrize("kinds, aware", [("mpi,system", False), (None, False),
                                           ("mpi,system,cuda:device,cuda:managed", True)])
 def test_cuda_aware_mpi_is_read_from_the_memory_allocation_kinds(kinds, aware):
-    from dpnb.communicators.mpi import cuda_aware_mpi
+    from dpnb.communicators._internal.mpi import cuda_aware_mpi
     from mpi4py import MPI
 
     comm = _FakeComm(kinds)
@@ -133,8 +133,8 @@ def test_cuda_aware_mpi_is_read_from_the_memory_allocation_kinds(kinds, aware):
 def _entry(rank, group, sequence, counts=None):
     """A board entry: ``rank`` entered collective ``sequence`` of ``group`` last, and
     ``counts`` collectives of other groups (by name)."""
-    from dpnb.communicators.agreement import stable_hash
-    from dpnb.communicators.board import Entry
+    from dpnb.communicators._internal.plan import stable_hash
+    from dpnb.communicators._internal.status_board import Entry
 
     table = {stable_hash(name): k for name, k in (counts or {}).items()}
     table[stable_hash(group)] = sequence
@@ -142,39 +142,39 @@ def _entry(rank, group, sequence, counts=None):
 
 
 def _groups(**ranks):
-    from dpnb.communicators.exchange import Group
+    from dpnb.communicators._internal.exchange import Group
 
     return {name: Group(name, members, None) for name, members in ranks.items()}
 
 
-def test_standoff_of_ranks_in_different_groups():
-    from dpnb.communicators.standoff import standoff
+def test_deadlock_of_ranks_in_different_groups():
+    from dpnb.communicators._internal.wait import deadlocked
 
     groups = _groups(world=[0, 1, 2], low=[0, 1])
     # rank 0 in world #5, rank 1 in low #2 (world: 4 entered), rank 2 in world #5 waits for 1
     entries = {0: _entry(0, "world", 5, {"low": 1}), 1: _entry(1, "low", 2, {"world": 4}),
                2: _entry(2, "world", 5)}
-    assert standoff(entries, groups) == {0: [1], 1: [0], 2: [1]}
+    assert deadlocked(entries, groups) == {0: [1], 1: [0], 2: [1]}
     # rank 0 took part in low #2 before world #5: rank 1 is only late, nobody is stuck
     entries[0] = _entry(0, "world", 5, {"low": 2})
-    assert standoff(entries, groups) == {}
+    assert deadlocked(entries, groups) == {}
     # two ranks one call apart in the same group: the later one waits, nobody is stuck
-    assert standoff({0: _entry(0, "world", 6), 1: _entry(1, "world", 5),
+    assert deadlocked({0: _entry(0, "world", 6), 1: _entry(1, "world", 5),
                      2: _entry(2, "world", 6)}, groups) == {}
 
 
-def test_standoff_needs_known_entries():
-    from dpnb.communicators.board import Entry
-    from dpnb.communicators.standoff import standoff
+def test_deadlock_needs_known_entries():
+    from dpnb.communicators._internal.status_board import Entry
+    from dpnb.communicators._internal.wait import deadlocked
 
     groups = _groups(world=[0, 1, 2], low=[0, 1])
     entries = {0: _entry(0, "world", 5, {"low": 1}), 1: _entry(1, "low", 2, {"world": 4}),
                2: Entry(2, reachable=False)}
-    assert standoff(entries, groups) == {0: [1], 1: [0]}  # rank 2 unknown: no part of it
+    assert deadlocked(entries, groups) == {0: [1], 1: [0]}  # rank 2 unknown: no part of it
     # a rank waiting for one that cannot be read may yet be joined
     entries = {0: _entry(0, "world", 5), 1: Entry(1, reachable=False), 2: _entry(2, "world", 5)}
-    assert standoff(entries, groups) == {}
+    assert deadlocked(entries, groups) == {}
     # a group this rank does not know: no conclusion about the rank in it
     entries = {0: _entry(0, "world", 5, {"low": 1}), 1: _entry(1, "other", 1, {"world": 4}),
                2: _entry(2, "world", 5)}
-    assert standoff(entries, groups) == {}
+    assert deadlocked(entries, groups) == {}

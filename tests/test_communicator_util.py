@@ -53,13 +53,14 @@ def test_get_all_reduce_callback_needs_parameters():
     ("all_reduce", 3, True, False), ("all_reduce", 2, False, False), ("reduce", 2, True, False)])
 def test_inputs_are_scaled_before_the_sum_only_where_the_bits_are_the_same(operation, size,
                                                                            division, expected):
-    from dpnb.communicators.collective import Collective
+    from dpnb.communicators._internal.plan import Collective
 
     assert Collective.of(operation, 0, size, 0, division).scales_inputs is expected
 
 
 def test_an_agreement_wait_interrupted_raises_the_communicator_error_and_breaks_it():
-    from dpnb.communicators.exchange import Exchange
+    from dpnb.communicators._internal.wait import Guard
+    from dpnb.communicators.settings import Settings
     from dpnb.errors import CommunicatorError, CommunicatorInterrupted
 
     class Interrupting:
@@ -70,13 +71,13 @@ def test_an_agreement_wait_interrupted_raises_the_communicator_error_and_breaks_
         def Test(self):
             return True
 
-    exchange = Exchange(5.0, True, 1 << 20, 1 << 20)
-    exchange.wait_agreement(Done(), lambda: "all_reduce")
-    assert exchange.guard.broken is None
+    guard = Guard(Settings(timeout=5.0))
+    guard.wait_agreement(Done(), lambda: "all_reduce")
+    assert guard.broken is None
     with pytest.raises(CommunicatorInterrupted, match="all_reduce: interrupted"):
-        exchange.wait_agreement(Interrupting(), lambda: "all_reduce")
+        guard.wait_agreement(Interrupting(), lambda: "all_reduce")
     with pytest.raises(CommunicatorError, match="broken"):
-        exchange.guard.check_usable()
+        guard.check_usable()
 
 
 def test_agreement_channel_falls_back_to_iallgather_before_mpi_4():
@@ -84,7 +85,7 @@ def test_agreement_channel_falls_back_to_iallgather_before_mpi_4():
     the same buffers, with the call's signature at the head of the row."""
     import numpy as np
 
-    from dpnb.communicators.agreement import SIGNATURE_BYTES, Call, Channel
+    from dpnb.communicators._internal.agreement import SIGNATURE_BYTES, Call, Channel
 
     class OldComm:
         def __init__(self):

@@ -1,5 +1,5 @@
 """A rank that exits (an uncaught exception, sys.exit, the end of its script) tells its
-peers through the board: real MPI runs of tests/mpi_scripts/exited.py, where rank 0
+peers through the status board: real MPI runs of tests/mpi_scripts/exited.py, where rank 0
 waits in an all_reduce that rank 1 never reaches, and the wording from made-up entries."""
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from dpnb.communicators.agreement import stable_hash
-from dpnb.communicators.board import Entry
-from dpnb.communicators.exits import describe
-from dpnb.communicators.wait import peer_broken_message
+from dpnb.communicators._internal.exits import describe
+from dpnb.communicators._internal.plan import stable_hash
+from dpnb.communicators._internal.status_board import Entry
+from dpnb.communicators._internal.wait import peer_broken_message
 from dpnb.errors import AgreementError
 from dpnb.testing import assert_ranks_ok, run_script
 

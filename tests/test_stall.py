@@ -1,8 +1,9 @@
 """Stall reports: a collective kept waiting says which ranks are late and where
 they are.  Real MPI runs of tests/mpi_scripts/stall.py, and the report's
-wording from made-up board entries."""
+wording from made-up status board entries."""
 from __future__ import annotations
 
+import dataclasses
 import re
 import textwrap
 import time
@@ -14,9 +15,10 @@ import pytest
 import dpnb as nn
 import dpnb.communicators as C
 from dpnb.cluster import Cluster
-from dpnb.communicators.agreement import stable_hash
-from dpnb.communicators.board import Entry
-from dpnb.communicators.wait import Guard, stall_report
+from dpnb.communicators._internal.plan import stable_hash
+from dpnb.communicators._internal.status_board import Entry
+from dpnb.communicators._internal.wait import Guard, stall_report
+from dpnb.communicators.settings import Settings
 from dpnb.errors import DpnbError
 from dpnb.testing import check_ranks
 
@@ -95,7 +97,7 @@ class _Group:
 
 
 class _Board:
-    """A stand-in board of one rank, whose peer never entered a collective."""
+    """A stand-in status board of one rank, whose peer never entered a collective."""
 
     rank = 0
     groups = {"world": _Group()}
@@ -131,9 +133,8 @@ def _wait(guard, seconds):
 
 
 def test_a_wait_reports_once_and_only_below_the_timeout(capsys, caplog):
-    guard = Guard(timeout=5.0, stall_seconds=0.05)
     board = _Board()
-    guard.attach(board)
+    guard = Guard(Settings(timeout=5.0, stall_seconds=0.05), board)
     guard.enter("barrier", _Group())
     _wait(guard, 0.15)
     _wait(guard, 0.15)  # a second wait in the same collective: no second report
@@ -145,7 +146,7 @@ def test_a_wait_reports_once_and_only_below_the_timeout(capsys, caplog):
     guard.enter("barrier", _Group())
     _wait(guard, 0.01)  # shorter than stall_seconds: nothing
     assert board.reports == 1
-    guard.stall_seconds = 5.0  # not below the timeout: never reported
+    guard.use(dataclasses.replace(guard.settings, stall_seconds=5.0))  # not below the timeout
     guard.enter("barrier", _Group())
     _wait(guard, 0.1)
     assert board.reports == 1

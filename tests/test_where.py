@@ -326,7 +326,7 @@ def test_classify_frames():
 
 
 def test_summary_of_one_rank():
-    frames = [Frame("/x/dpnb/communicators/wait.py", 9, "wait_until", COLLECTIVE),
+    frames = [Frame("/x/dpnb/communicators/_internal/wait.py", 9, "wait_until", COLLECTIVE),
               Frame("/x/dpnb/communicators/communicator.py", 270, "all_reduce", COLLECTIVE),
               Frame("/tmp/ipykernel_1/22.py", 3, "step", USER),
               Frame("/tmp/ipykernel_1/22.py", 5, "<module>", USER),

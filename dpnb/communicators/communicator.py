@@ -4,16 +4,16 @@ in a GPU context, NCCL.
 
 Every collective first checks its arguments here (a rank whose check fails
 tells the others through the agreement check, so that all raise), then goes
-through the communicator's ``Exchange`` (exchange.py): a cached plan (plan.py),
-the agreement check with the other ranks (agreement.py; ranks stuck in
-different groups: standoff.py), a transport (mpi.py or nccl.py) and the guard
-that waits interruptibly with a timeout (wait.py).  A
-collective that times out or is interrupted leaves the ranks out of step, so
-the communicator is then marked broken and refuses further use.  Gradients
-have one owner, the reducer (reducer.py)."""
+through the communicator's ``Exchange``, made by ``init``: a cached plan, the
+agreement check with the other ranks, a transport (MPI or NCCL) and the guard
+that waits interruptibly with a timeout (all in ``_internal``).  A collective
+that times out or is interrupted leaves the ranks out of step, so the
+communicator is then marked broken and refuses further use.  Gradients have
+one owner, the reducer (reducer.py).  Settings come from the environment once
+(settings.py) and change through the properties."""
 from __future__ import annotations
 
-import os
+import dataclasses
 from collections.abc import Mapping
 
 import numpy as np
@@ -21,67 +21,35 @@ import numpy as np
 from ..context import Context, array_module_of, get_current_context, require_cupy, to_module
 from ..errors import DpnbError
 from ..parameter import get_parameters
-from .agreement import Call
-from .exchange import Exchange, Group, Prepared, require_float, resolve
-from .mpi import cuda_aware_mpi
-from .nccl import NcclTransport, nccl_module
-from .plan import DEFAULT_BUCKET_BYTES, DEFAULT_SEGMENT_BYTES, HOSTS_SEGMENT_BYTES, STAGE_DTYPES
+from ._internal.agreement import Call
+from ._internal.exchange import CachedPlan, Exchange, Group
+from ._internal.mpi import MpiTransport, cuda_aware_mpi
+from ._internal.nccl import NcclTransport, nccl_module
+from ._internal.plan import STAGE_DTYPES, require_float, resolve
+from ._internal.status_board import StatusBoard
+from ._internal.wait import Guard
 from .reducer import DEFAULT_PACK_SIZE, GradientReducer, SolverSource
-from .board import Board
-from .wait import stall_from_env, timeout_from_env
+from .settings import HOSTS_SEGMENT_BYTES, from_environment, positive_bytes, positive_seconds
 
-
-def _env_bytes(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    return default if raw is None else _positive_bytes(name, raw)
-
-
-def _positive_bytes(name: str, raw) -> int:
-    try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        value = 0
-    if value <= 0:
-        raise DpnbError(f"{name} must be a positive number of bytes, got {raw!r}")
-    return value
-
-
-def _env_flag(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    if raw.lower() in ("1", "true", "yes", "on"):
-        return True
-    if raw.lower() in ("0", "false", "no", "off"):
-        return False
-    raise DpnbError(f"{name} must be 1 or 0, got {raw!r}")
+_NOT_INITIALISED = "the communicator is not initialised: call comm.init() first"
 
 
 class MultiProcessCommunicator:
     """Collectives between the processes of an MPI job, one process per device.
 
-    Attributes tune it (set them the same on every rank): ``timeout`` (seconds a
-    collective may wait; ``DPNB_COMM_TIMEOUT``, default 600), ``stall_seconds`` (how
-    long it waits before printing which ranks are late; ``DPNB_COMM_STALL``, default
-    30), ``check_agreement`` (``DPNB_COMM_CHECK``, default on), ``use_nccl``
-    (``DPNB_COMM_NCCL``, default on; read by ``init``), ``segment_bytes``
-    (``DPNB_COMM_SEGMENT_BYTES``; by default 2 MB, and 64 MB where ``init`` finds the
-    ranks on more than one host) and ``bucket_bytes`` (``DPNB_COMM_BUCKET_BYTES``).
-    ``collectives_issued`` counts the data collectives sent, ``plans_built`` the
-    schedules made."""
+    Properties tune it (set them the same on every rank): ``timeout``,
+    ``stall_seconds``, ``check_agreement``, ``use_nccl`` (read by ``init``),
+    ``segment_bytes`` and ``bucket_bytes``; their defaults come from the
+    ``DPNB_COMM_*`` environment variables (the table in
+    ``dpnb.communicators.settings``).  ``collectives_issued`` counts the data
+    collectives sent, ``plans_built`` the schedules made."""
 
     def __init__(self, ctx: Context | None = None):
         self.ctx = ctx if ctx is not None else get_current_context()
-        self.use_nccl = _env_flag("DPNB_COMM_NCCL", True)
-        self._exchange = Exchange(timeout_from_env(), _env_flag("DPNB_COMM_CHECK", True),
-                                  _env_bytes("DPNB_COMM_SEGMENT_BYTES", DEFAULT_SEGMENT_BYTES),
-                                  _env_bytes("DPNB_COMM_BUCKET_BYTES", DEFAULT_BUCKET_BYTES),
-                                  self.ctx.dtype)
-        self._exchange.guard.stall_seconds = stall_from_env()
+        self._settings = from_environment()
         self._groups: dict[str, Group] = {}
-        self._exchange.groups = self._groups
         self._local_rank = -1
-        self._segment_bytes_chosen = "DPNB_COMM_SEGMENT_BYTES" in os.environ
+        self._exchange: Exchange | None = None  # made by ``init``
 
     # -- set-up ---------------------------------------------------------------
     def init(self) -> None:
@@ -97,82 +65,103 @@ class MultiProcessCommunicator:
         world = MPI.COMM_WORLD.Dup()  # our traffic never meets the user's on COMM_WORLD
         local = world.Split_type(MPI.COMM_TYPE_SHARED)
         self._local_rank = local.Get_rank()
-        if local.Get_size() < world.Get_size() and not self._segment_bytes_chosen:
-            self._exchange.segment_bytes = HOSTS_SEGMENT_BYTES  # every rank finds the same
+        if local.Get_size() < world.Get_size() and not self._settings.segment_bytes_chosen:
+            # every rank finds the same
+            self._settings = dataclasses.replace(self._settings,
+                                                 segment_bytes=HOSTS_SEGMENT_BYTES)
         local.Free()
-        self._groups["world"] = Group("world", list(range(world.Get_size())), world)
-        self._exchange.world_rank = world.Get_rank()
-        self._exchange.guard.attach(Board(world, self._groups))
+        world_group = Group("world", list(range(world.Get_size())), world)
+        guard = Guard(self._settings, StatusBoard(world, self._groups))
         self.ctx.device_id = str(self._local_rank)
+        nccl, cuda_aware = None, False
         if self.ctx.is_gpu:
             # ranks beyond the host's GPU count share devices (NCCL then refuses: turn it off)
             device = self._local_rank % require_cupy().cuda.runtime.getDeviceCount()
             self.ctx.device_id = str(device)
-            nccl = nccl_module() if self.use_nccl else None
-            if nccl is not None:
-                self._exchange.nccl = NcclTransport(self._exchange, nccl, device)
-            self._exchange.cuda_aware_mpi = cuda_aware_mpi(world)
+            module = nccl_module() if self._settings.use_nccl else None
+            if module is not None:
+                nccl = NcclTransport(guard, module, device)
+            cuda_aware = cuda_aware_mpi(world)
+        self._exchange = Exchange(self._settings, guard, MpiTransport(guard), nccl, cuda_aware,
+                                  self.ctx.dtype)
+        self._groups["world"] = world_group
+
+    def _configure(self, **changes) -> None:
+        """Replace settings (a property set at run time), for the exchange too."""
+        self._settings = dataclasses.replace(self._settings, **changes)
+        if self._exchange is not None:
+            self._exchange.use(self._settings)
 
     @property
     def timeout(self) -> float:
         """Seconds a collective may wait for the other ranks before failing."""
-        return self._exchange.guard.timeout
+        return self._settings.timeout
 
     @timeout.setter
     def timeout(self, seconds: float) -> None:
-        self._exchange.guard.timeout = seconds
+        self._configure(timeout=positive_seconds("comm.timeout", seconds))
 
     @property
     def stall_seconds(self) -> float:
-        """Seconds a collective waits before it prints which ranks have not arrived."""
-        return self._exchange.guard.stall_seconds
+        """Seconds a collective waits for the other ranks before it reports who is late
+        (once per collective; never where it is not below the timeout)."""
+        return self._settings.stall_seconds
 
     @stall_seconds.setter
     def stall_seconds(self, seconds: float) -> None:
-        self._exchange.guard.stall_seconds = seconds
+        self._configure(stall_seconds=positive_seconds("comm.stall_seconds", seconds))
 
     @property
     def check_agreement(self) -> bool:
         """Whether the ranks compare each call before the data moves."""
-        return self._exchange.check_agreement
+        return self._settings.check_agreement
 
     @check_agreement.setter
     def check_agreement(self, on: bool) -> None:
-        self._exchange.check_agreement = bool(on)
+        self._configure(check_agreement=bool(on))
+
+    @property
+    def use_nccl(self) -> bool:
+        """Whether ``init`` sets up NCCL for GPU arrays (where CuPy has it)."""
+        return self._settings.use_nccl
+
+    @use_nccl.setter
+    def use_nccl(self, on: bool) -> None:
+        self._configure(use_nccl=bool(on))
 
     @property
     def segment_bytes(self) -> int:
         """Bytes per collective of a long stretch reduced in place."""
-        return self._exchange.segment_bytes
+        return self._settings.segment_bytes
 
     @segment_bytes.setter
     def segment_bytes(self, value: int) -> None:
-        self._exchange.segment_bytes = _positive_bytes("comm.segment_bytes", value)
-        self._segment_bytes_chosen = True
+        self._configure(segment_bytes=positive_bytes("comm.segment_bytes", value),
+                        segment_bytes_chosen=True)
 
     @property
     def bucket_bytes(self) -> int:
         """Bytes of a staging bucket for small arrays."""
-        return self._exchange.bucket_bytes
+        return self._settings.bucket_bytes
 
     @bucket_bytes.setter
     def bucket_bytes(self, value: int) -> None:
-        self._exchange.bucket_bytes = _positive_bytes("comm.bucket_bytes", value)
+        self._configure(bucket_bytes=positive_bytes("comm.bucket_bytes", value))
 
     @property
     def collectives_issued(self) -> int:
         """Data collectives sent so far (agreement checks not counted)."""
-        return self._exchange.collectives_issued
+        return self._exchange.collectives_issued if self._exchange is not None else 0
 
     @property
     def plans_built(self) -> int:
         """Schedules made so far: on first use of a set of arrays, or after they moved."""
-        return self._exchange.plans_built
+        return self._exchange.plans_built if self._exchange is not None else 0
 
     @property
     def uses_nccl(self) -> bool:
         """Whether GPU arrays go through NCCL (a GPU context with NCCL, ``use_nccl`` on)."""
-        return self._exchange.nccl is not None
+        return self._exchange is not None and self._exchange.nccl is not None
 
     @property
     def name(self) -> str:
@@ -194,7 +183,7 @@ class MultiProcessCommunicator:
     @property
     def staging_bytes(self) -> int:
         """Memory held by the staging buffers (bounded by the bucket size)."""
-        return self._exchange.stager.nbytes
+        return self._exchange.staging_bytes if self._exchange is not None else 0
 
     # -- groups ---------------------------------------------------------------
     def new_group(self, name_ranks: tuple[str, list[int]]) -> str:
@@ -205,8 +194,7 @@ class MultiProcessCommunicator:
         a rank in another collective, raise on every rank.  Every wait is bounded by
         the timeout and interruptible."""
         operation = "new_group"
-        exchange = self._exchange
-        exchange.guard.check_usable()
+        exchange = self._usable()
         world = self._world()
         try:
             name, ranks = self._group_arguments(name_ranks, world)
@@ -258,13 +246,13 @@ class MultiProcessCommunicator:
         ``pack_size`` elements while backward runs.  It follows the storage when
         it grows, and the solver when its parameters change."""
         operation = "gradient_reducer"
-        self._exchange.guard.check_usable()
+        exchange = self._usable()
         g = self._member_group(group, operation)
         if not hasattr(solver, "runs"):
             raise DpnbError(f"{operation} expects a dpnb solver (e.g. S.Adam()), got "
                             f"{type(solver).__name__}; for a list of gradients use "
                             "comm.all_reduce_callback(grads, pack_size)")
-        return GradientReducer(self._exchange, g, Prepared(self._exchange, SolverSource(solver)),
+        return GradientReducer(exchange, g, CachedPlan(exchange, SolverSource(solver)),
                                division, pack_size, operation)
 
     def all_reduce_callback(self, data, pack_size: int, division: bool = False,
@@ -278,14 +266,13 @@ class MultiProcessCommunicator:
         unless ``keep_dtype`` (for mixed precision, and for narrowed arrays, which
         cannot be cast); they are summed in at least float32 either way."""
         operation = "all_reduce_callback"
-        self._exchange.guard.check_usable()
+        exchange = self._usable()
         g = self._member_group(group, operation)
         if int(pack_size) <= 0:
             raise DpnbError(f"{operation}: pack_size must be a positive number of elements, "
                             f"got {pack_size}")
-        prepared = self._exchange.prepared(_as_list(data, operation), operation, keep_dtype)
-        return GradientReducer(self._exchange, g, prepared, division, pack_size, operation,
-                               scale_grad)
+        cached = exchange.cached_plan(_as_list(data, operation), operation, keep_dtype)
+        return GradientReducer(exchange, g, cached, division, pack_size, operation, scale_grad)
 
     def get_all_reduce_callback(self, params=None, pack_size: int = DEFAULT_PACK_SIZE,
                                 division: bool = True, group: str = "world") -> GradientReducer:
@@ -322,30 +309,30 @@ class MultiProcessCommunicator:
     def all_gather(self, ndarray, ndarray_list: list, group: str = "world") -> None:
         """``ndarray_list[i]`` receives ``ndarray`` of group rank ``i``, on every rank."""
         operation = "all_gather"
-        self._exchange.guard.check_usable()
+        exchange = self._usable()
         g = self._member_group(group, operation)
         try:
             (source,), _ = resolve([ndarray], operation)
             targets, _ = resolve(_as_list(ndarray_list, operation, "ndarray_list"), operation)
             _check_list_matches(operation, targets, source, g, "ndarray_list", "ndarray")
         except Exception as e:
-            self._exchange.refuse(g, operation, e)
+            exchange.refuse(g, operation, e)
             raise
         specs = [(a.dtype.str, tuple(a.shape)) for a in [source] + targets]
-        self._exchange.guard.enter(operation, g)
-        self._exchange.agree(g, Call(operation, g.name, specs))
-        if self._through_nccl([source] + targets):
+        exchange.guard.enter(operation, g)
+        exchange.agree(g, Call(operation, g.name, specs))
+        if self._through_nccl(exchange, [source] + targets):
             import cupy
 
             received = cupy.empty((g.size, source.size), source.dtype)
-            self._exchange.nccl.all_gather(g, source.reshape(-1), received)
+            exchange.nccl.all_gather(g, source.reshape(-1), received)
             for target, row in zip(targets, received):
                 target[...] = row.reshape(target.shape)
             return
         stage = STAGE_DTYPES[source.dtype]
         send = _host(source).astype(stage, copy=False).reshape(-1)
         received = np.empty((g.size, send.size), stage)
-        self._exchange.wait(g, operation, g.comm.Iallgather(send, received))
+        exchange.wait(g, operation, g.comm.Iallgather(send, received))
         for target, row in zip(targets, received):
             _write(target, row.reshape(target.shape), None)
 
@@ -354,7 +341,7 @@ class MultiProcessCommunicator:
         """``ndarray`` on group rank ``i`` receives the sum over ranks of their
         ``ndarray_list[i]`` (the mean with ``division=True``)."""
         operation = "reduce_scatter"
-        self._exchange.guard.check_usable()
+        exchange = self._usable()
         g = self._member_group(group, operation)
         try:
             sources, _ = resolve(_as_list(ndarray_list, operation, "ndarray_list"), operation)
@@ -363,17 +350,17 @@ class MultiProcessCommunicator:
             if division:
                 require_float(operation, [target])
         except Exception as e:
-            self._exchange.refuse(g, operation, e)
+            exchange.refuse(g, operation, e)
             raise
         specs = [(a.dtype.str, tuple(a.shape)) for a in sources + [target]]
-        self._exchange.guard.enter(operation, g)
-        self._exchange.agree(g, Call(operation, g.name, specs, division=division))
-        if self._through_nccl(sources + [target]):
+        exchange.guard.enter(operation, g)
+        exchange.agree(g, Call(operation, g.name, specs, division=division))
+        if self._through_nccl(exchange, sources + [target]):
             import cupy
 
             send = cupy.concatenate([a.reshape(-1) for a in sources])
             received = cupy.empty(target.size, target.dtype)
-            averaged = self._exchange.nccl.reduce_scatter(g, send, received, division)
+            averaged = exchange.nccl.reduce_scatter(g, send, received, division)
             if division and not averaged:
                 received /= g.size
             target[...] = received.reshape(target.shape)
@@ -381,19 +368,18 @@ class MultiProcessCommunicator:
         stage = STAGE_DTYPES[target.dtype]
         send = np.concatenate([_host(a).astype(stage, copy=False).reshape(-1) for a in sources])
         received = np.empty(target.size, stage)
-        self._exchange.wait(g, operation, g.comm.Ireduce_scatter_block(send, received))
+        exchange.wait(g, operation, g.comm.Ireduce_scatter_block(send, received))
         _write(target, received.reshape(target.shape), g.size if division else None)
 
     def barrier(self) -> None:
         """Wait until every rank has reached this call (interruptibly, with the timeout)."""
-        self._exchange.guard.check_usable()
+        exchange = self._usable()
         g = self._member_group("world", "barrier")
-        self._exchange.guard.enter("barrier", g)
+        exchange.guard.enter("barrier", g)
         if self.check_agreement:
-            self._exchange.agree(g, Call("barrier", g.name, []))
+            exchange.agree(g, Call("barrier", g.name, []))
         else:
-            self._exchange.guard.wait([g.comm.Ibarrier()],
-                                      lambda: self._exchange.describe("barrier", g))
+            exchange.guard.wait([g.comm.Ibarrier()], lambda: g.describe("barrier"))
 
     def abort(self) -> None:
         """End every process of the MPI job at once (``MPI_Abort``)."""
@@ -405,7 +391,7 @@ class MultiProcessCommunicator:
     def _run(self, operation: str, data, group: str, root: int, division: bool) -> None:
         """All-reduce, reduce or broadcast through the cached plan of ``data``.  A
         rank whose arguments fail their checks tells the others (``Exchange.refuse``)."""
-        self._exchange.guard.check_usable()
+        exchange = self._usable()
         g = self._member_group(group, operation)
         try:
             if operation != "all_reduce" and (not isinstance(root, (int, np.integer))
@@ -413,28 +399,36 @@ class MultiProcessCommunicator:
                 role = "dst" if operation == "reduce" else "src"
                 raise DpnbError(f"{operation}: {role}={root!r} is out of range; group {g.name!r} "
                                 f"has ranks 0..{g.size - 1} (ranks within the group)")
-            plan = self._exchange.prepared(_as_list(data, operation), operation).plan()
+            plan = exchange.cached_plan(_as_list(data, operation), operation).plan()
             if division and not plan.all_float:
                 require_float(operation, plan.items)
         except Exception as e:
-            self._exchange.refuse(g, operation, e)
+            exchange.refuse(g, operation, e)
             raise
-        self._exchange.execute(g, plan, operation, int(root), division)
+        exchange.execute(g, plan, operation, int(root), division)
 
-    def _through_nccl(self, arrays: list) -> bool:
+    def _through_nccl(self, exchange: Exchange, arrays: list) -> bool:
         """Whether NCCL takes these arrays (all on the GPU, NCCL in use); GPU arrays
         that cannot go that way are staged through the host, with a one-time warning."""
         on_gpu = [array_module_of(a) is not np for a in arrays]
-        if all(on_gpu) and self._exchange.nccl is not None:
+        if all(on_gpu) and exchange.nccl is not None:
             return True
         if any(on_gpu):
-            self._exchange.warn_slower_gpu_path("host memory over MPI")
+            exchange.warn_slower_gpu_path("host memory over MPI")
         return False
+
+    def _usable(self) -> Exchange:
+        """The exchange, where ``init`` has made it and no collective broke it."""
+        exchange = self._exchange
+        if exchange is None:
+            raise DpnbError(_NOT_INITIALISED)
+        exchange.guard.check_usable()
+        return exchange
 
     def _world(self) -> Group:
         world = self._groups.get("world")
         if world is None:
-            raise DpnbError("the communicator is not initialised: call comm.init() first")
+            raise DpnbError(_NOT_INITIALISED)
         return world
 
     def _member_group(self, name: str, operation: str) -> Group:

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from ..errors import DpnbError
 from ..ndarray import NdArray
-from .agreement import Call, stable_hash
-from .collective import Collective
-from .exchange import Exchange, Group, Prepared, require_float
-from .plan import Piece, Plan, address, pieces_of_runs
+from ._internal.agreement import Call
+from ._internal.exchange import CachedPlan, Exchange, Group
+from ._internal.plan import (Collective, Piece, Plan, address, pieces_of_runs, require_float,
+                             stable_hash)
 
 DEFAULT_PACK_SIZE = 2 << 20  # elements, as nnabla's get_all_reduce_callback
 
@@ -52,7 +52,7 @@ class GradientReducer:
     """All-reduces a fixed set of gradients, after backward (``all_reduce()``) or
     during it (passed to ``backward(communicator_callbacks=...)``)."""
 
-    def __init__(self, exchange: Exchange, group: Group, prepared: Prepared, division: bool,
+    def __init__(self, exchange: Exchange, group: Group, cached: CachedPlan, division: bool,
                  pack_size: int, operation: str = "gradient_reducer", scale_grad: float = 1.0):
         if int(pack_size) <= 0:
             raise DpnbError(f"{operation}: pack_size must be a positive number of elements, "
@@ -66,18 +66,18 @@ class GradientReducer:
         self.pack_size = int(pack_size)
         self.scale_grad = float(scale_grad)  # e.g. to cancel a loss scale before the sum
         self.operation = operation
-        self._prepared = prepared
+        self._cached = cached
         self._packs_of: Plan | None = None  # the plan the packs below were cut from
         self._packs: list[Plan] = []
         self._pack_of: dict[int, int] = {}
         self._call: Call | None = None
-        self._check(self._prepared.plan())
+        self._check(self._cached.plan())
         self._reset()
 
     @property
     def plan(self) -> Plan:
         """The current plan of the whole exchange (made again if the arrays moved)."""
-        return self._check(self._prepared.plan())
+        return self._check(self._cached.plan())
 
     def all_reduce(self) -> None:
         """Sum the gradients over the group (the mean with ``division``), in place."""

@@ -16,7 +16,7 @@ from mpi4py import MPI
 
 import dpnb as nn
 import dpnb.communicators as C
-from dpnb.communicators.plan import HOSTS_SEGMENT_BYTES
+from dpnb.communicators.settings import HOSTS_SEGMENT_BYTES
 from dpnb.testing import Checks, guarded, rank_data
 
 ELEMENTS = 4 << 20  # float32: 16 MB

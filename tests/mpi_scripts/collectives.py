@@ -9,7 +9,7 @@ from mpi4py import MPI
 
 import dpnb as nn
 import dpnb.communicators as C
-from dpnb.communicators.plan import DEFAULT_BUCKET_BYTES, DEFAULT_SEGMENT_BYTES
+from dpnb.communicators.settings import DEFAULT_BUCKET_BYTES, DEFAULT_SEGMENT_BYTES
 from dpnb.errors import DpnbError
 from dpnb.testing import Checks, guarded, rank_data
 

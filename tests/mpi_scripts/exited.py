@@ -21,9 +21,10 @@ from mpi4py import MPI
 
 import dpnb as nn
 import dpnb.communicators as C
-from dpnb.communicators.board import Board
-from dpnb.communicators.exchange import Group
-from dpnb.communicators.wait import Guard
+from dpnb.communicators._internal.exchange import Group
+from dpnb.communicators._internal.status_board import StatusBoard
+from dpnb.communicators._internal.wait import Guard
+from dpnb.communicators.settings import Settings
 from dpnb.testing import Checks, say
 
 DELAY = 0.5       # seconds rank 1 waits before it exits, rank 0 already in the all_reduce
@@ -45,8 +46,8 @@ class RemoteBoard:
         world = MPI.COMM_WORLD.Dup()
         self.rank = world.Get_rank()
         self.world = Group("world", list(range(world.Get_size())), world)
-        self.guard = Guard(60.0)
-        self.guard.attach(Board(world, {"world": self.world}, local=MPI.COMM_SELF))
+        self.guard = Guard(Settings(timeout=60.0),
+                           StatusBoard(world, {"world": self.world}, local=MPI.COMM_SELF))
 
     def all_reduce(self, x) -> None:
         self.guard.enter("all_reduce", self.world)

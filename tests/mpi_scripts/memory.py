@@ -16,8 +16,8 @@ from mpi4py import MPI
 
 import dpnb as nn
 import dpnb.communicators as C
-from dpnb.communicators.exchange import PLAN_CACHE_SIZE
-from dpnb.communicators.mpi import live_layout_types
+from dpnb.communicators._internal.exchange import PLAN_CACHE_SIZE
+from dpnb.communicators._internal.mpi import live_layout_types
 from dpnb.testing import Checks, guarded
 
 SHAPES = [(40,), (8, 5), (3, 7), (33,)]  # 4 float32 arrays, 516 bytes: not carried, packed

@@ -27,9 +27,9 @@ from mpi4py import MPI
 
 import dpnb as nn
 import dpnb.communicators as C
-from dpnb.communicators.board import REMOTE_FRESH, Board
-from dpnb.communicators.exchange import Group
-from dpnb.communicators.wait import stall_report
+from dpnb.communicators._internal.exchange import Group
+from dpnb.communicators._internal.status_board import REMOTE_FRESH, StatusBoard
+from dpnb.communicators._internal.wait import stall_report
 from dpnb.testing import Checks, LoggedWarnings, guarded
 
 STALL = 0.5
@@ -215,7 +215,7 @@ def remote(ok: Checks) -> None:
     world = MPI.COMM_WORLD.Dup()
     r = world.Get_rank()
     world_group = Group("world", [0, 1], world, r)
-    board = Board(world, {"world": world_group}, local=world.Split(r))
+    board = StatusBoard(world, {"world": world_group}, local=world.Split(r))
     for _ in range(3 + r):
         board.publish("all_reduce", world_group)
     world.Barrier()

@@ -7,7 +7,7 @@ place is scaled just before it is sent where that gives the same result (see
 MPI then reads it, instead of a pass over the result after it has left the
 cache; otherwise each chunk is divided once it has arrived.  Packing and unpacking of many
 small arrays is one local MPI copy through a datatype that lists them where
-they lie."""
+they lie; buckets are staged in a ``Stager``'s reused buffers."""
 from __future__ import annotations
 
 import collections
@@ -15,8 +15,9 @@ import weakref
 
 import numpy as np
 
-from .collective import Collective
-from .plan import Direct, Packed
+from .plan import Collective, Direct, Packed
+
+STAGING_RING = 2  # staging buffers per dtype: one in flight, one being packed
 
 
 def cuda_aware_mpi(comm) -> bool:
@@ -77,13 +78,16 @@ def layout_type(chunk: Packed):
 
 class MpiTransport:
     """Collectives over a group's MPI communicator (host memory, or device memory
-    where MPI is CUDA-aware)."""
+    where MPI is CUDA-aware), waited for by ``guard`` (a ``Guard``); ``issued``
+    counts the collectives posted."""
 
-    def __init__(self, exchange):
-        self.exchange = exchange
+    def __init__(self, guard):
+        self.guard = guard
+        self.stager = Stager()
+        self.issued = 0
 
     def pipeline(self, group, collective: Collective) -> "Pipeline":
-        return Pipeline(self.exchange, group, collective)
+        return Pipeline(self, group, collective)
 
 
 class Pipeline:
@@ -98,10 +102,10 @@ class Pipeline:
     per collective and plan and ``load``s it at each run, since across hosts every
     microsecond of Python between MPI's polls delays the collective's protocol."""
 
-    def __init__(self, exchange, group, collective: Collective):
+    def __init__(self, transport: MpiTransport, group, collective: Collective):
         from mpi4py import MPI
 
-        self.exchange = exchange
+        self.transport = transport
         self.group = group
         self.collective = collective
         self.queue: collections.deque = collections.deque()
@@ -134,7 +138,7 @@ class Pipeline:
     def drain(self) -> None:
         """Issue and finish everything, waiting (interruptibly) as needed."""
         self._advance()
-        wait = self.exchange.guard.wait
+        wait = self.transport.guard.wait
         while self.current is not None:
             wait([self.current[0]], self._what)
             self._complete()
@@ -164,12 +168,12 @@ class Pipeline:
             self.prepared = self._prepare(self.queue.popleft()) if self.queue else None
 
     def _what(self) -> str:
-        return self.exchange.describe(self.collective.operation, self.group)
+        return self.group.describe(self.collective.operation)
 
     def _prepare(self, chunk) -> tuple:
         if isinstance(chunk, Direct):
             return chunk, chunk.view
-        buffer = self.exchange.stager.next(chunk.dtype, chunk.capacity)[:chunk.size]
+        buffer = self.transport.stager.next(chunk.dtype, chunk.capacity)[:chunk.size]
         if self.collective.sends:
             _pack_into(chunk, buffer)
         return chunk, buffer
@@ -181,7 +185,7 @@ class Pipeline:
         elif self._scales_first and isinstance(chunk, Direct):
             np.multiply(buffer, _reciprocal(buffer, self.collective.divisor), out=buffer)
         self.current = (self._post(buffer), chunk, buffer)
-        self.exchange.collectives_issued += 1
+        self.transport.issued += 1
 
     def _finish(self, chunk, buffer) -> None:
         c = self.collective
@@ -192,6 +196,27 @@ class Pipeline:
         elif self._divides_after or (c.divisor is not None
                                      and not isinstance(buffer, np.ndarray)):
             np.multiply(buffer, _reciprocal(buffer, c.divisor), out=buffer)
+
+
+class Stager:
+    """Staging buffers: per dtype, a ring of ``STAGING_RING`` buckets, reused
+    across calls, so staging memory stays bounded by the bucket size."""
+
+    def __init__(self):
+        self._rings: dict = {}
+
+    def next(self, dtype: np.dtype, elements: int) -> np.ndarray:
+        ring = self._rings.get(dtype)
+        if ring is None or ring[0][0].size != elements:
+            buffers = [np.empty(elements, dtype) for _ in range(STAGING_RING)]
+            ring = self._rings[dtype] = [buffers, 0]
+        buffers, turn = ring
+        ring[1] = (turn + 1) % STAGING_RING
+        return buffers[turn]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(b.nbytes for buffers, _ in self._rings.values() for b in buffers)
 
 
 def _poster(MPI, comm, c: Collective):

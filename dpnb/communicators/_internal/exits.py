@@ -4,10 +4,10 @@ A rank whose program raises an uncaught exception, calls ``sys.exit`` or simply
 ends never arrives at the collectives its peers go on to call: they would wait
 out the timeout (600 s by default) and learn only that it last entered some
 collective.  Once a communicator is set up (``watch``), this process records its
-exit on the board of every live communicator (``Board.mark_exited``): from
-``sys.excepthook``, the uncaught exception's type and first line, before Python
-prints the traceback; else from an ``atexit`` handler, which Python runs before
-mpi4py's MPI_Finalize, that the program ended.  The peers' waits read the boards
+exit on the status board of every live communicator (``StatusBoard.mark_exited``):
+from ``sys.excepthook``, the uncaught exception's type and first line, before
+Python prints the traceback; else from an ``atexit`` handler, which Python runs
+before mpi4py's MPI_Finalize, that the program ended.  The peers' waits read the boards
 (wait.py) and raise ``PeerBroken`` naming the rank and its reason, unless it had
 entered the collective they wait in (a rank that ends right after the last
 collective is not missing from it).
@@ -34,7 +34,7 @@ _previous_hook = None  # the sys.excepthook ours calls after recording
 
 
 def watch(board) -> None:
-    """Record this process's exit on ``board`` (a ``Board``) when it comes; installs
+    """Record this process's exit on ``board`` (a ``StatusBoard``) when it comes; installs
     the hooks the first time."""
     global _previous_hook
     if _previous_hook is None:

@@ -13,29 +13,70 @@ turns the pieces into chunks:
 - ``Packed``: small arrays gathered into a staging buffer (a bucket) and
   written back afterwards.
 
-Both MPI and NCCL transports run these chunks; nothing here talks to either."""
+A ``Collective`` says what this rank does in one (sends, receives, divides
+by what).  Both MPI and NCCL transports run these chunks and read the
+collective; nothing here talks to either.  ``ListSource`` turns a caller's
+list of arrays into pieces, after ``resolve`` has checked them."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import operator
 from collections.abc import Sequence
 
 import numpy as np
 
-from ..storage import Run, locate
-from .agreement import Call, stable_hash
+from ...context import array_module_of
+from ...errors import DpnbError
+from ...graph import Variable
+from ...ndarray import NdArray
+from ...storage import Run, locate
 
-DEFAULT_SEGMENT_BYTES = 2 << 20  # about one L2 cache; see benchmarks/allreduce.py
-# Where the ranks span hosts a long stretch goes in few large collectives: over a
-# network one after the other they cost a handshake each, and cache-sized ones ran
-# at 0.85x the throughput of one message, 64 MB ones at 0.96-0.99x (benchmarks/hosts.py)
-HOSTS_SEGMENT_BYTES = 64 << 20
-DEFAULT_BUCKET_BYTES = 2 << 20
-STAGING_RING = 2  # staging buffers per dtype: one in flight, one being packed
+DATA_OPERATIONS = ("all_reduce", "reduce", "bcast")
 DIRECT_MIN_BYTES = 64 << 10  # smaller stretches are cheaper to pack together than to send alone
+_DATA = operator.attrgetter("data")
 # dtypes the communicator moves, and the dtype they are staged and reduced in
 STAGE_DTYPES = {np.dtype(t): np.dtype(s) for t, s in
                 [("float16", "float32"), ("float32", "float32"), ("float64", "float64"),
                  ("int32", "int32"), ("int64", "int64")]}
+
+
+def stable_hash(value) -> int:
+    """A non-negative 62-bit hash of ``repr(value)``, the same in every process
+    (Python's ``hash`` of strings differs between processes)."""
+    digest = hashlib.blake2b(repr(value).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Collective:
+    """One rank's part in a data collective of a group."""
+
+    operation: str          # "all_reduce", "reduce" or "bcast"
+    root: int               # group rank of the root (-1 for all_reduce)
+    sends: bool             # this rank's data goes into the result
+    receives: bool          # this rank's arrays are overwritten with the result
+    divisor: int | None     # what a received result is divided by (division=True)
+
+    @property
+    def scales_inputs(self) -> bool:
+        """Whether each rank may scale its own data by ``1 / divisor`` before the sum
+        instead of the result after it: for all_reduce (every rank sends and receives)
+        by a power of two, where both give the same bits (scaling by a power of two
+        commutes with rounding, subnormals apart)."""
+        d = self.divisor
+        return self.operation == "all_reduce" and d is not None and d & (d - 1) == 0
+
+    @classmethod
+    def of(cls, operation: str, rank: int, size: int, root: int = -1,
+           division: bool = False) -> "Collective":
+        """This rank's (group rank ``rank`` of ``size``) part in ``operation``."""
+        if operation not in DATA_OPERATIONS:
+            raise ValueError(f"not a data collective: {operation!r}")
+        sends = operation != "bcast" or rank == root
+        receives = (operation == "all_reduce" or (operation == "reduce" and rank == root)
+                    or (operation == "bcast" and rank != root))
+        return cls(operation, root, sends, receives, size if division and receives else None)
 
 
 def address(array) -> int:
@@ -135,17 +176,8 @@ class Plan:
         self.specs_hash = stable_hash(self.specs)
         self.nbytes = sum(p.view.nbytes for p in pieces)
         self._canonical = None
-        self._calls: dict = {}
-        self.transport: dict = {}  # a transport's cache for this plan
+        self.setups: dict = {}  # the exchange's set-up of each collective run on this plan
 
-    def call(self, operation: str, group: str, root: int, division: bool) -> Call:
-        """The agreement-check description of ``operation`` on these arrays (made once)."""
-        key = (operation, group, root, division)
-        call = self._calls.get(key)
-        if call is None:
-            call = self._calls[key] = Call(operation, group, self.specs, root, division,
-                                           self.bucket_bytes, self.layout, self.specs_hash)
-        return call
 
     def canonical(self) -> list:
         """A schedule that depends only on dtypes and shapes (every item packed, in
@@ -218,22 +250,80 @@ def chunk_size(chunk) -> int:
     return chunk.view.size if isinstance(chunk, Direct) else chunk.size
 
 
-class Stager:
-    """Staging buffers: per dtype, a ring of ``STAGING_RING`` buckets, reused
-    across calls, so staging memory stays bounded by the bucket size."""
+class ListSource:
+    """The items of a caller's list, and how to tell that they are still where a
+    plan found them: flat storage moves when it grows (rebinding every handle into
+    it), other handles may be rebound one by one.  With ``widen`` (the
+    communicator's float type), float handles of a narrower type are cast to it
+    first, as nnabla's collectives cast every array to the communicator's type."""
 
-    def __init__(self):
-        self._rings: dict = {}
+    def __init__(self, objs: list, operation: str, widen: np.dtype | None):
+        self.objs = objs  # held, so that the ids in the cache key stay theirs
+        self.widen = widen
+        self.arrays, self.handles = resolve(objs, operation)
+        self._watched: list = []  # handles whose rebinding means the plan is stale
+        self._bound: list = []    # the arrays they were bound to then
 
-    def next(self, dtype: np.dtype, elements: int) -> np.ndarray:
-        ring = self._rings.get(dtype)
-        if ring is None or ring[0][0].size != elements:
-            buffers = [np.empty(elements, dtype) for _ in range(STAGING_RING)]
-            ring = self._rings[dtype] = [buffers, 0]
-        buffers, turn = ring
-        ring[1] = (turn + 1) % STAGING_RING
-        return buffers[turn]
+    def pieces(self) -> list:
+        if self.widen is not None:
+            for h in self.handles:
+                if h is not None and narrower(h.dtype, self.widen) and not h.pinned:
+                    h.cast(self.widen)
+        self.arrays = [h.data if h is not None else a for a, h in zip(self.arrays, self.handles)]
+        pieces = pieces_of_list(self.arrays, self.handles)
+        one_per_buffer = {p.buffer: p.handle for p in pieces if p.buffer is not None}
+        self._watched = list(one_per_buffer.values()) + [
+            p.handle for p in pieces if p.buffer is None and p.handle is not None]
+        self._bound = [h.data for h in self._watched]
+        return pieces
 
-    @property
-    def nbytes(self) -> int:
-        return sum(b.nbytes for buffers, _ in self._rings.values() for b in buffers)
+    def moved(self) -> bool:
+        """Whether any item's memory moved since ``pieces()``."""
+        return bool(self._watched) and not all(map(operator.is_, map(_DATA, self._watched),
+                                                   self._bound))
+
+
+def narrower(dtype: np.dtype, than: np.dtype) -> bool:
+    """Whether ``dtype`` is a float type with fewer bits than ``than``."""
+    return dtype.kind == "f" and dtype.itemsize < than.itemsize
+
+
+def resolve(objs: list, operation: str) -> tuple[list, list]:
+    """The backing arrays of ``objs`` and their NdArray handles (None for plain
+    arrays), checked: supported dtype, C-contiguous, writable."""
+    arrays, handles = [], []
+    for i, obj in enumerate(objs):
+        if isinstance(obj, NdArray):
+            handle, array = obj, obj.data
+        elif isinstance(obj, Variable):
+            raise DpnbError(f"{operation}: item {i} is a Variable; pass its gradient or data "
+                            "handle (x.grad or x.data)")
+        elif isinstance(obj, np.ndarray) or (hasattr(obj, "__cuda_array_interface__")
+                                             and array_module_of(obj) is not np):
+            handle, array = None, obj
+        else:
+            raise DpnbError(f"{operation}: item {i} is a {type(obj).__name__}; expected an "
+                            "NdArray (e.g. x.grad) or a NumPy/CuPy array")
+        if array.dtype not in STAGE_DTYPES:
+            raise DpnbError(f"{operation}: item {i} has dtype {array.dtype}; supported are "
+                            f"{', '.join(str(d) for d in STAGE_DTYPES)}")
+        if not array.flags.c_contiguous:
+            raise DpnbError(f"{operation}: item {i} (shape {tuple(array.shape)}) is not "
+                            "C-contiguous (a transposed or strided view), so the result cannot "
+                            "be written back into it; pass the array it was taken from, or a "
+                            "contiguous copy (np.ascontiguousarray) and copy the result back")
+        if isinstance(array, np.ndarray) and not array.flags.writeable:
+            raise DpnbError(f"{operation}: item {i} is read-only; the result is written back "
+                            "into the given arrays, so pass writable ones")
+        arrays.append(array)
+        handles.append(handle)
+    return arrays, handles
+
+
+def require_float(operation: str, arrays: list) -> None:
+    """Refuse ``division=True`` over arrays that are not floating point."""
+    for i, a in enumerate(arrays):
+        if a.dtype.kind != "f":
+            raise DpnbError(f"{operation}: division=True needs floating-point arrays, but item "
+                            f"{i} has dtype {a.dtype}; gradients must be float (cast the array, "
+                            "or sum without division)")

@@ -1,5 +1,6 @@
-"""The board: each rank publishes which collective it last entered, so that a
-rank kept waiting can tell which ranks have not arrived and where they are.
+"""The status board: each rank publishes which collective it last entered, so
+that a rank kept waiting can tell which ranks have not arrived and where they
+are (and the peers of a rank whose communicator broke, or that exited, learn it).
 
 Every rank owns one slot of ``SLOT_WORDS`` int64 words: a table of the groups
 it has used (``stable_hash`` of the name, collectives entered in it), the
@@ -31,7 +32,8 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from . import exits
-from .agreement import OPERATIONS, stable_hash
+from .agreement import OPERATIONS
+from .plan import stable_hash
 
 HEADER, TIME, CLOCK_OFFSET, FULL, BROKEN = range(5)  # FULL: more groups used than rows
 TABLE = 5                 # then rows of (group hash, collectives entered in it)
@@ -79,7 +81,7 @@ class Entry:
         return count if count is not None or not self.complete else 0
 
 
-class Board:
+class StatusBoard:
     """The slots of every rank of ``world`` (an mpi4py communicator).  Made by every
     rank together; ``groups`` (name -> ``Group``, live: the communicator's) names the
     groups whose hashes it reads.

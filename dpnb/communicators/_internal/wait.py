@@ -13,17 +13,33 @@ raises at once, and a deadline is checked.
 ``Guard`` is the one place that waits for a communicator: a failure there (or
 anything raised while data collectives are under way) leaves the ranks out of
 step, so it marks the communicator broken and keeps the abandoned requests.
-It also records the break on the board, where the other ranks look for it
+It also records the break on the status board, where the other ranks look for it
 (every collective's entry reads the slots of its group's ranks on this host,
 and a wait reads every member's slot every ``LOOK_EVERY`` seconds): a rank
 interrupted in a collective its peers never called would otherwise leave them
 waiting for it in their next one until the timeout.
 
-It also reports stalls: each collective is published on the board (board.py)
-as the rank enters it, and a wait that has lasted ``stall_seconds`` since then
-prints, once, which ranks of the group have not arrived and what each of them
-last entered, how long ago.  The check is one comparison in the polling loop,
-which a collective that finishes in microseconds never reaches.
+It also reports stalls: each collective is published on the status board
+(status_board.py) as the rank enters it, and a wait that has lasted
+``stall_seconds`` since then prints, once, which ranks of the group have not
+arrived and what each of them last entered, how long ago.  The check is one
+comparison in the polling loop, which a collective that finishes in
+microseconds never reaches.
+
+And it finds deadlocks between groups: ranks that wait for each other in
+collectives that can never complete, such as rank 0 in an all_reduce on group
+'world' while rank 1 is in one on group 'g' (ranks 0 and 1): each agreement
+check runs on its own group's MPI communicator, so the two never meet.  The
+status board says which collective each rank entered last and how many it has
+entered in each group.  With the agreement check on, every collective starts
+with the check, which needs every rank of its group to enter it before it
+completes, so a rank whose last collective a member has not entered is still
+inside it (or gave up); when such waits form a cycle, no rank of the cycle can
+ever leave (the first to leave would need the next to have left before it),
+and a rank waiting for one of them cannot either.  Entries read at different
+moments keep this true, so one reading suffices.  An agreement check that
+waits ``DEADLOCK_FIRST_LOOK`` seconds reads the board every ``LOOK_EVERY``
+seconds and raises ``AgreementError`` once this rank is caught in a deadlock.
 """
 from __future__ import annotations
 
@@ -32,13 +48,13 @@ import logging
 import math
 import os
 import time
+from collections.abc import Mapping
 
-from ..errors import CommunicatorError, CommunicatorInterrupted, CommunicatorTimeout, DpnbError
+from ...errors import (AgreementError, CommunicatorError, CommunicatorInterrupted,
+                       CommunicatorTimeout)
 
 logger = logging.getLogger("dpnb.communicators")
 
-DEFAULT_TIMEOUT = 600.0
-DEFAULT_STALL = 30.0
 # While polling, give the core away this often, as MPICH's own waits do: a rank
 # sharing the core (more ranks than cores) needs it to progress.  Not more often:
 # where another process is runnable, each yield may cost it a time slice.
@@ -52,35 +68,11 @@ _STALL_CHECK = 1e-3     # a wait this long asks whether a stall report is due
 # every step.  About 4 us on shared memory, 200 us across hosts (the ``_YIELD_EVERY``
 # that ranks sharing a core need).
 QUICK_POLLS = 16
-LOOK_EVERY = 0.1        # seconds between a wait's readings of its peers' breaks
+LOOK_EVERY = 0.1        # seconds between a wait's readings of the board (peers' breaks, deadlocks)
+DEADLOCK_FIRST_LOOK = 0.05  # seconds an agreement check waits before it looks for a deadlock
 # A wait raises for a peer's break seen this long: a timeout or interrupt of its own
 # that comes at nearly the same moment (a signal sent to every rank) is told instead.
 PEER_GRACE = 0.3
-
-
-def timeout_from_env() -> float:
-    """The timeout in seconds from ``DPNB_COMM_TIMEOUT``, else 600."""
-    return _seconds_from_env("DPNB_COMM_TIMEOUT", DEFAULT_TIMEOUT)
-
-
-def stall_from_env() -> float:
-    """Seconds a collective waits before its stall report, from ``DPNB_COMM_STALL``, else 30."""
-    return _seconds_from_env("DPNB_COMM_STALL", DEFAULT_STALL)
-
-
-def _seconds_from_env(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    return default if raw is None else _positive_seconds(name, raw)
-
-
-def _positive_seconds(name: str, raw) -> float:
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        value = -1.0
-    if not value > 0:
-        raise DpnbError(f"{name} must be a positive number of seconds, got {raw!r}")
-    return value
 
 
 def quickly(done) -> bool:
@@ -131,59 +123,38 @@ def wait_until(done, timeout: float, what, stall=None) -> None:
 
 
 class Guard:
-    """Waits for one communicator's collectives, with its timeout, and remembers
-    that it is broken once a wait (or a step of a pipeline) has failed; reports a
-    wait that lasts ``stall_seconds`` (from the board, once one is attached)."""
+    """Waits for one communicator's collectives, with the timeout of its ``settings``
+    (a ``Settings``), and remembers that it is broken once a wait (or a step of a
+    pipeline) has failed; with a ``board`` (a ``StatusBoard``) it publishes the
+    collectives entered and its break there, and from it reports a wait that lasts
+    ``stall_seconds``, the breaks of peers and deadlocks."""
 
-    def __init__(self, timeout: float, stall_seconds: float = DEFAULT_STALL):
-        self.timeout = timeout
-        self.stall_seconds = stall_seconds
+    def __init__(self, settings, board=None):
+        self.settings = settings
         self.broken: str | None = None
-        self.board = None  # the Board collectives are published on (``attach``)
+        self.board = board
         self._reported = 0.0  # when the collective last reported was entered (board.entered_at())
         self._group = None  # the group of the collective entered last (``enter``)
         self._peer_seen: float | None = None  # when this wait first saw a peer's break
         self._abandoned: list = []  # requests a failure left pending (MPI may still use them)
 
-    @property
-    def timeout(self) -> float:
-        """Seconds a collective may wait for the other ranks before failing."""
-        return self._timeout
+    def use(self, settings) -> None:
+        """Wait with the timeout, stall seconds and agreement check of ``settings`` from now on."""
+        self.settings = settings
 
-    @timeout.setter
-    def timeout(self, seconds: float) -> None:
-        self._timeout = _positive_seconds("comm.timeout", seconds)
-
-    @property
-    def stall_seconds(self) -> float:
-        """Seconds a collective waits for the other ranks before it reports who is late
-        (once per collective; never where it is not below the timeout)."""
-        return self._stall_seconds
-
-    @stall_seconds.setter
-    def stall_seconds(self, seconds: float) -> None:
-        self._stall_seconds = _positive_seconds("comm.stall_seconds", seconds)
-
-    def attach(self, board) -> None:
-        """Publish the collectives entered and this communicator's break on ``board`` (a
-        ``Board``); report stalls and the breaks of peers from it."""
-        self.board = board
-        self.enter = self._enter_on_board
-
-    def _enter_on_board(self, operation: str, group) -> None:
-        """Publish the entry; raise (breaking this communicator too) where a rank of
-        ``group`` on this host has broken its communicator, as it will never take part."""
+    def enter(self, operation: str, group) -> None:
+        """Publish that this rank enters collective ``operation`` on ``group`` (a
+        ``Group``): call once per collective the ranks of the group number alike.
+        Raises (breaking this communicator too) where a rank of ``group`` on this
+        host has broken its communicator, as it will never take part."""
         board = self.board
+        if board is None:
+            return
         board.publish(operation, group)
         self._group = group
         self._peer_seen = None
         if board.local_peer_broken(group):
             self._raise_if_peer_broke(grace=0.0)
-
-    def enter(self, operation: str, group) -> None:
-        """Publish that this rank enters collective ``operation`` on ``group`` (a
-        ``Group``): call once per collective the ranks of the group number alike.
-        Nothing to do before a board is attached."""
 
     def check_usable(self) -> None:
         """Raise if an earlier collective failed."""
@@ -205,10 +176,40 @@ class Guard:
     def wait_until(self, done, what, requests: list = ()) -> None:
         """Wait until ``done()``; a failure marks the communicator broken."""
         try:
-            wait_until(done, self._timeout, what, self._stall)
+            wait_until(done, self.settings.timeout, what, self._stall)
         except CommunicatorError as e:
             self.mark_broken(e, list(requests))
             raise
+
+    def wait_agreement(self, request, what, meanwhile=None) -> None:
+        """Wait for a request of an agreement check, after ``meanwhile()`` (if given,
+        local work done while the check travels): tests in a tight loop first (a
+        check takes microseconds where every rank is there), then polls, within the
+        timeout and interruptibly, reading the board now and then for ranks caught
+        waiting for each other in different groups (only where every collective
+        starts with the check, so that none completes before every rank of its group
+        has entered it).  Any failure marks the communicator broken: the request
+        stays posted."""
+        try:
+            if meanwhile is not None:
+                meanwhile()
+            if quickly(request.Test):
+                return
+            board = self.board if self.settings.check_agreement else None
+            self.wait_until(DeadlockWatch(request, board, what), what, [request])
+        except BaseException as e:  # noqa: BLE001 - any failure leaves the request posted
+            raise self.broken_by(e, [request], what)
+
+    def broken_by(self, error: BaseException, requests: list, what) -> BaseException:
+        """What a wait that failed with ``error`` raises (an interrupt as
+        ``CommunicatorInterrupted``), once the communicator is marked broken by it."""
+        if isinstance(error, CommunicatorError):
+            return error  # marked already
+        if isinstance(error, KeyboardInterrupt):
+            error = CommunicatorInterrupted(f"{what()}: interrupted while waiting for the "
+                                            "other ranks")
+        self.mark_broken(error, requests)
+        return error
 
     def run(self, step, pending) -> None:
         """Run ``step()`` (a pipeline's pump or drain).  Once data collectives are
@@ -259,13 +260,14 @@ class Guard:
             return math.inf
         self._raise_if_peer_broke(PEER_GRACE, now)
         look = now + LOOK_EVERY
-        if self._stall_seconds >= self._timeout:
+        stall_seconds = self.settings.stall_seconds
+        if stall_seconds >= self.settings.timeout:
             return look
         entered = board.entered_at()
         if entered == self._reported:
             return look
-        if now < entered + self._stall_seconds:
-            return min(look, entered + self._stall_seconds)
+        if now < entered + stall_seconds:
+            return min(look, entered + stall_seconds)
         self._reported = entered
         self._report_stall()
         return look
@@ -295,7 +297,8 @@ def _took_part(peer, group: str, sequence: int | None) -> bool:
 
 
 def _why_broken(error: BaseException) -> str:
-    """The board's word (``board.BREAKS``) for how ``error`` broke a communicator."""
+    """The status board's word (``status_board.BREAKS``) for how ``error`` broke a
+    communicator."""
     if isinstance(error, PeerBroken):
         return "stopped because another rank broke"
     if isinstance(error, KeyboardInterrupt):
@@ -356,3 +359,79 @@ def stall_report(mine, group: str, others: dict) -> str:
 
 def _seconds(value: float) -> str:
     return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
+
+
+def deadlocked(entries: Mapping[int, object], groups: Mapping[str, object]) -> dict[int, list[int]]:
+    """The ranks that can never leave the collective they entered last, each with
+    the ranks of the deadlock it waits for, from status board ``entries`` (world
+    rank -> ``Entry``) and the known ``groups`` (name -> ``Group``)."""
+    waits: dict[int, list[int]] = {}
+    for rank, entry in entries.items():
+        group = groups.get(entry.group) if entry.operation is not None else None
+        if group is None:
+            continue
+        absent = []
+        for member in group.ranks:
+            other = entries.get(member)
+            entered = other.entered_in(entry.group) if other is not None else None
+            if member != rank and entered is not None and entered < entry.sequence:
+                absent.append(member)
+        if absent:
+            waits[rank] = absent
+    stuck = set(waits)
+    changed = True
+    while changed:  # keep the ranks that wait for a rank that is itself stuck
+        changed = False
+        for rank in list(stuck):
+            if not any(member in stuck for member in waits[rank]):
+                stuck.discard(rank)
+                changed = True
+    return {rank: [m for m in waits[rank] if m in stuck] for rank in sorted(stuck)}
+
+
+class DeadlockWatch:
+    """The ``done()`` of an agreement check's wait: whether ``request`` finished;
+    meanwhile it looks for a deadlock on ``board`` (None: it does not look) now
+    and then."""
+
+    def __init__(self, request, board, what):
+        self.request = request
+        self.board = board
+        self.what = what
+        self.next_look = time.monotonic() + DEADLOCK_FIRST_LOOK
+
+    def __call__(self) -> bool:
+        if self.request.Test():
+            return True
+        now = time.monotonic()
+        if self.board is not None and now > self.next_look:
+            self.next_look = now + LOOK_EVERY
+            self.look()
+        return False
+
+    def look(self) -> None:
+        """Read the board; raise ``AgreementError`` if this rank is in a deadlock."""
+        board = self.board
+        groups = board.groups
+        entries = board.entries((r for r in groups["world"].ranks if r != board.rank),
+                                patience=0.0)
+        entries[board.rank] = board.mine()
+        stuck = deadlocked(entries, groups)
+        if board.rank in stuck:
+            raise AgreementError(deadlock_message(self.what(), stuck, entries))
+
+
+def deadlock_message(what: str, stuck: Mapping[int, list[int]], entries: Mapping) -> str:
+    """The error of a rank caught in a deadlock: every stuck rank, where it waits, for whom."""
+    lines = [(f"{what}: can never complete: ranks wait for each other in collectives the "
+              "others have not entered (collectives of different groups, or in another order):")]
+    for rank, waiting_for in stuck.items():
+        entry = entries[rank]
+        whom = ", ".join(str(r) for r in waiting_for)
+        lines.append(f"  rank {rank}: {entry.operation} #{entry.sequence} on {entry.group!r}, "
+                     f"waiting for rank{'s' if len(waiting_for) > 1 else ''} {whom}")
+    lines.append("every rank of a group must call the same collectives on it, in the same "
+                 "order.  The communicator is broken now (the agreement checks stay posted): "
+                 "restart the engines (e.g. `%dpnb restart` or cluster.restart()) and create "
+                 "a new communicator")
+    return "\n".join(lines)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .collective import Collective
+from .plan import Collective
 
 _UNIQUE_ID_BYTES = 128
 _TYPES = {"float16": "NCCL_FLOAT16", "float32": "NCCL_FLOAT32", "float64": "NCCL_FLOAT64",
@@ -48,13 +48,15 @@ class NcclGroup:
 
 
 class NcclTransport:
-    """Collectives of CuPy arrays over NCCL; the NCCL communicator of a group is
-    made on its first use, by every member at the same call."""
+    """Collectives of CuPy arrays over NCCL, waited for by ``guard`` (a ``Guard``);
+    the NCCL communicator of a group is made on its first use, by every member at
+    the same call.  ``issued`` counts the NCCL calls made."""
 
-    def __init__(self, exchange, nccl, device_id: int):
-        self.exchange = exchange
+    def __init__(self, guard, nccl, device_id: int):
+        self.guard = guard
         self.nccl = nccl
         self.device_id = device_id
+        self.issued = 0
         self._groups: dict[str, NcclGroup] = {}
 
     def group(self, group) -> NcclGroup:
@@ -64,8 +66,7 @@ class NcclTransport:
 
             cupy.cuda.Device(self.device_id).use()
             nccl_group = self._groups[group.name] = NcclGroup(
-                self.nccl, group, self.exchange.guard,
-                lambda: self.exchange.describe("NCCL set-up", group))
+                self.nccl, group, self.guard, lambda: group.describe("NCCL set-up"))
         return nccl_group
 
     def pipeline(self, group, collective: Collective) -> "NcclPipeline":
@@ -96,9 +97,9 @@ class NcclTransport:
         stream = nccl_group.stream
         stream.wait_event(cupy.cuda.get_current_stream().record())
         call(nccl_group.comm, getattr(self.nccl, _TYPES[dtype.name]), stream.ptr)
-        self.exchange.collectives_issued += 1
-        wait_on_stream(self.exchange, nccl_group, stream.record(),
-                       lambda: self.exchange.describe(operation, group))
+        self.issued += 1
+        wait_on_stream(self.guard, nccl_group, stream.record(),
+                       lambda: group.describe(operation))
 
 
 class NcclPipeline:
@@ -110,7 +111,6 @@ class NcclPipeline:
 
     def __init__(self, transport: NcclTransport, group, collective: Collective):
         self.transport = transport
-        self.exchange = transport.exchange
         self.nccl = transport.nccl
         self.group = group
         self.collective = collective
@@ -168,7 +168,7 @@ class NcclPipeline:
                     comm.bcast(pointer, view.size, dtype, c.root, stream.ptr)
         finally:
             nccl.groupEnd()
-        self.exchange.collectives_issued += len(chunks)
+        self.transport.issued += len(chunks)
         self.issued.extend(chunks)
         self.done = stream.record()
 
@@ -176,19 +176,19 @@ class NcclPipeline:
         self.pump()
         if self.done is None:
             return
-        wait_on_stream(self.exchange, self.nccl_group, self.done,
-                       lambda: self.exchange.describe(self.collective.operation, self.group))
+        wait_on_stream(self.transport.guard, self.nccl_group, self.done,
+                       lambda: self.group.describe(self.collective.operation))
         if self.divisor is not None:
             for chunk in self.issued:
                 chunk.view /= self.divisor
         self.issued, self.done = [], None
 
 
-def wait_on_stream(exchange, nccl_group: NcclGroup, done, what) -> None:
+def wait_on_stream(guard, nccl_group: NcclGroup, done, what) -> None:
     """Wait (interruptibly, with the timeout) for the event ``done``; a failed wait
     aborts the NCCL communicator, whose kernels would otherwise spin forever."""
     try:
-        exchange.guard.wait_until(lambda: done.done, what)
+        guard.wait_until(lambda: done.done, what)
     except BaseException:
         nccl_group.comm.abort()
         raise

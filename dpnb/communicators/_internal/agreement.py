@@ -3,12 +3,12 @@ they are about to do with one small collective, so that mismatched calls
 raise the same clear error everywhere instead of hanging or mixing up memory.
 
 Each rank contributes a row of ``ROW_BYTES``: a short int64 signature, then
-room for a small payload (carried.py puts the data of small collectives there,
-so that they take one collective, not two).  One Allgather of the rows, the
-same size on every rank whatever the call (a persistent request of the
-group's ``Channel``), gives every rank every signature:
-they agree where all rows start alike, and since every rank reads the same
-rows, every rank reaches the same verdict.  Only on a mismatch are the full
+room for a small payload (the data of a small collective are sent inline
+there, so that it takes one collective, not two: ``InlineCollective``).  One
+Allgather of the rows, the same size on every rank whatever the call (a
+persistent request of the group's ``Channel``), gives every rank every
+signature: they agree where all rows start alike, and since every rank reads the same
+rows, every rank reaches the same conclusion.  Only on a mismatch are the full
 descriptions gathered (as JSON, on this error path only, through the same
 bounded, interruptible waits).
 
@@ -16,16 +16,26 @@ A rank whose own arguments fail their checks still takes part: its row says
 so (a ``refusal`` call), and every rank of the group raises
 ``RankArgumentError`` naming it and its error, before anything is sent,
 instead of waiting for it.  ``new_group`` is agreed on the same way, its name
-and ranks in ``Call.arguments``."""
+and ranks in ``Call.arguments``.
+
+Inline collectives: where the check is on and a call's data are small (they fit
+in ``PAYLOAD_BYTES``), every rank puts its data beside its signature and the
+one Allgather of the rows does both jobs: each rank checks the signatures, then
+sums (or, for bcast, copies) the rows' payloads itself.  For a one-element
+all_reduce that is most of the cost.  Every rank reads the same rows and sums
+them in rank order, so every rank gets the same bits; a mismatch raises on
+every rank before any result is written.  Whether a call goes inline depends
+only on what the signature compares (dtypes, shapes, NumPy arrays), and the
+signature says so, so ranks never disagree about it silently."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 
 import numpy as np
 
-from ..errors import AgreementError, DpnbError, RankArgumentError
-from . import values
+from ...errors import AgreementError, DpnbError, RankArgumentError
+from .. import values
+from .plan import STAGE_DTYPES, Collective, stable_hash
 
 _MAGIC = 0x64706E62  # "dpnb": tells our check from foreign traffic on the same communicator
 _REFUSED = 0x64706E63  # the first word of a row whose rank refused its own arguments
@@ -33,17 +43,11 @@ OPERATIONS = ("barrier", "all_reduce", "reduce", "bcast", "all_gather", "reduce_
               "all_reduce_callback", "new_group")
 _FIELDS = ("protocol", "operation", "group", "array count", "root", "division",
            "total elements", "bucket size", "dtypes and shapes",
-           "path (data carried with the check or not)")
+           "path (data sent inline with the check or not)")
 SIGNATURE_BYTES = 8 * (len(_FIELDS) + 1)  # the fields and the memory layout, as int64
 ROW_BYTES = 256                           # what each rank sends: signature, then payload
 PAYLOAD_BYTES = ROW_BYTES - SIGNATURE_BYTES
 
-
-def stable_hash(value) -> int:
-    """A non-negative 62-bit hash of ``repr(value)``, the same in every process
-    (Python's ``hash`` of strings differs between processes)."""
-    digest = hashlib.blake2b(repr(value).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 2
 
 
 @dataclasses.dataclass
@@ -61,7 +65,7 @@ class Call:
     bucket_bytes: int = 0
     layout: int = 0        # how the arrays lie in memory; ranks may differ, see ``agree``
     specs_hash: int = -1   # stable_hash(specs), if the caller has it already
-    carried: bool = False  # the data travel in the payload of the rows (carried.py)
+    inline: bool = False   # the data travel in the payload of the rows (InlineCollective)
     arguments: tuple = ()  # other values the ranks must pass alike (new_group's name and ranks)
     refusal: str = ""      # why this rank cannot make the call: its own argument error
 
@@ -73,7 +77,7 @@ class Call:
         sig = np.array([_REFUSED if self.refusal else _MAGIC, OPERATIONS.index(self.operation),
                         stable_hash(self.group),
                         len(self.specs), self.root, int(self.division), total,
-                        self.bucket_bytes, self.specs_hash, int(self.carried), self.layout],
+                        self.bucket_bytes, self.specs_hash, int(self.inline), self.layout],
                        dtype=np.int64)
         self.expected = sig.tobytes()  # how every row starts when all ranks agree
         self._agreed = (0, b"")
@@ -134,7 +138,7 @@ def agree(group, call: Call, wait, what, meanwhile=None) -> bool:
     channel = group.channel
     wait(channel.start(call), what, meanwhile)
     return (channel.signatures.tobytes() == call.agreed(channel.size)
-            or verdict(group, call, wait, what))
+            or compare_signatures(group, call, wait, what))
 
 
 def refusal(operation: str, group: str, error: BaseException) -> Call:
@@ -144,7 +148,7 @@ def refusal(operation: str, group: str, error: BaseException) -> Call:
     return Call(operation, group, [], refusal=text or type(error).__name__)
 
 
-def verdict(group, call: Call, wait, what) -> bool:
+def compare_signatures(group, call: Call, wait, what) -> bool:
     """From the rows gathered on the group's channel, once they are not all
     ``call.agreed`` (the callers compare that first, the quick case): True if every
     rank made ``call`` after all, False if only the memory layouts differ; else raises
@@ -161,6 +165,70 @@ def verdict(group, call: Call, wait, what) -> bool:
         raise RankArgumentError(_refusal_message(group, descriptions))
     differing = [_FIELDS[i] for i in np.flatnonzero(~same[:-1])]
     raise AgreementError(_mismatch_message(group, differing, descriptions))
+
+
+def inline_bytes(plan) -> int | None:
+    """The payload bytes ``plan``'s arrays take in a row (each in its staging dtype,
+    8-byte aligned), or None where they cannot go inline (GPU arrays, or too large)."""
+    if plan.device or not all(isinstance(a, np.ndarray) for a in plan.items):
+        return None
+    total = sum(-(-a.size * STAGE_DTYPES[a.dtype].itemsize // 8) * 8 for a in plan.items)
+    return total if total <= PAYLOAD_BYTES else None
+
+
+class InlineCollective:
+    """One collective on a small plan, its data sent inline in the agreement rows."""
+
+    def __init__(self, plan, group, collective: Collective, division: bool, what):
+        self.group = group
+        self.collective = collective
+        self.call = Call(collective.operation, group.name, plan.specs, collective.root,
+                         division, specs_hash=plan.specs_hash, inline=True)
+        self.channel = channel = group.channel
+        self.entries = []  # (item, its part of this rank's row, that part of every row)
+        start = SIGNATURE_BYTES
+        for item in plan.items:
+            stage = STAGE_DTYPES[item.dtype]
+            stop = start + item.size * stage.itemsize
+            self.entries.append((item, channel.row[start:stop].view(stage),
+                                 [row[start:stop].view(stage) for row in channel.rows]))
+            start += -(-(stop - start) // 8) * 8
+        d = collective.divisor
+        self.scale = None if d is None else [mine.dtype.type(1 / d) for _, mine, _ in self.entries]
+        self.what = what  # names the call for the errors of a wait
+        self.agreed = self.call.agreed(group.size)
+        from mpi4py import MPI
+
+        self.sum = MPI.SUM.Reduce_local  # MPI's arithmetic, as on the path that is not inline
+        # with two ranks a + b == b + a, bit for bit: add the other's part into the item
+        self.other = (1 - group.rank if group.size == 2 and d is None
+                      and collective.operation != "bcast" else None)
+
+    def run(self, wait) -> None:
+        """Send this rank's data with its signature, check, and write the result;
+        ``wait(request, what)`` is the agreement check's wait."""
+        c = self.collective
+        if c.sends:
+            for item, mine, _ in self.entries:
+                np.copyto(mine, item, casting="same_kind")
+        wait(self.channel.start(self.call), self.what)
+        if self.channel.signatures.tobytes() != self.agreed:
+            compare_signatures(self.group, self.call, wait, self.what)  # raises
+        if not c.receives:
+            return
+        for k, (item, mine, parts) in enumerate(self.entries):
+            if c.operation == "bcast":
+                np.copyto(item, parts[c.root], casting="same_kind")
+            elif self.other is not None and mine.dtype == item.dtype:
+                self.sum(parts[self.other], item)
+            else:
+                total = parts[-1]
+                for part in parts[-2::-1]:  # MPI's own sum, in rank order, into the last part
+                    self.sum(part, total)
+                if self.scale is None:
+                    np.copyto(item, total, casting="same_kind")
+                else:
+                    np.multiply(total, self.scale[k], out=item, casting="same_kind")
 
 
 def _plain(value):
