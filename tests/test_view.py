@@ -67,7 +67,7 @@ class Client:
 def guard(outcome=None, sent=None, gone=None):
     seen = []
     v, c = View(outcome if outcome is not None else Result()), Client(sent or Sent([]))
-    g = GuardedView(v, c, lambda: gone, DEFAULT, seen.append)
+    g = GuardedView(v, c, lambda: gone, DEFAULT, [seen.append])
     return g, v, c, seen
 
 

@@ -3,8 +3,8 @@
 IPython calls ``CellLife.before`` ahead of every cell and ``CellLife.after`` once it
 has run.  ``after`` does, in this order: (1) finish the cell's progress display,
 (2) show every rank's error of a ``%%px`` cell that was interrupted, (3) name the
-engines that died in it, (4) record it in the cluster's journal, (5) put back the
-``%%px`` placeholder where the cell stopped this process's cluster.  Steps 1 to 4
+engines that died in it, (4) record it in the cluster's journal, (5) where no cluster is
+followed (the cell stopped it), put back the ``%%px`` placeholder.  Steps 1 to 4
 belong to the cluster whose view ``%%px`` runs on: it hands over its journal,
 progress display and guarded view with ``follow`` and takes them back with
 ``unfollow``."""
@@ -52,12 +52,14 @@ class CellLife:
         if self.monitor is not None:
             self.monitor.after_cell()
         if self.guard is not None:
-            self.guard.show_interrupted()
+            if self.guard.interrupted is not None:
+                self.guard.show_interrupted()
             _report_deaths(result)
         if self.journal is not None:
             px = self._last_px_result()
             self.journal.record(result, px if px is not self._px_before else None)
-        self._restore_placeholder()
+        else:
+            self._restore_placeholder()
 
     def _parallel_magics(self):
         return self.shell.magics_manager.registry.get("ParallelMagics")

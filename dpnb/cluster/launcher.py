@@ -210,9 +210,14 @@ class Cluster:
         display where IPython runs."""
         self.view = self.client.direct_view(targets=ids)
         self.view.block = True
-        self._guard = GuardedView(self.view, self.client, self._gone, GONE_ENGINES,
-                                  self._watch_result)
         shell = _ipython() if activate else None
+        if shell is not None and self.progress and self._monitor is None:
+            from ..notebook.progress import ProgressMonitor
+
+            self._monitor = ProgressMonitor()
+            self._monitor.start()
+        watchers = [self._unanswered.watch] + ([self._monitor.watch] if self._monitor else [])
+        self._guard = GuardedView(self.view, self.client, self._gone, GONE_ENGINES, watchers)
         if shell is None:
             return
         self.view.activate()
@@ -225,27 +230,16 @@ class Cluster:
         # the ranks' output in rank order once the cell is done (ipyparallel streams it
         # in arrival order by default); `%pxconfig --stream` streams it
         magics.stream_output = False
-        if self.progress and self._monitor is None:
-            from ..notebook.progress import ProgressMonitor
-
-            self._monitor = ProgressMonitor()
-            self._monitor.start()
         cells.life(shell).follow(self.journal, self._monitor, self._guard)
-
-    def _watch_result(self, result) -> None:
-        """Watch what a ``%%px`` cell sent: for tasks its controller will never answer, and for progress."""
-        self._unanswered.watch(result)
-        if self._monitor is not None:
-            self._monitor.watch(result)
 
     def _controller_gone(self) -> str | None:
         """Why this cluster has no controller (stopped, or its process ended), or None."""
         ipp = self.ipp
         if ipp is None:
             return _STOPPED
-        where = files.place(ipp.profile_dir, ipp.cluster_id)
         if self._controller_alive():
             return None
+        where = files.place(ipp.profile_dir, ipp.cluster_id)
         pid = getattr(ipp.controller, "pid", "?")
         gone = f"the controller (pid {pid}) of the cluster in {where}"
         still = self._owned.still_running()
@@ -269,7 +263,6 @@ class Cluster:
             return why
         if self.client is None or self.view is None:
             return _STOPPED
-        where = files.place(self.ipp.profile_dir, self.ipp.cluster_id)
         registered = set(self.client.ids)
         targets = self.view.targets   # a list, or one id, or "all" (``%%px --targets``)
         wanted = [targets] if isinstance(targets, int) else (
@@ -277,6 +270,7 @@ class Cluster:
         missing = [t for t in wanted if t not in registered]
         if not missing and not self._engines_exited():
             return None
+        where = files.place(self.ipp.profile_dir, self.ipp.cluster_id)
         named = (f"engine{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}"
                  if missing else "the engines")
         are = "is" if len(missing) == 1 else "are"

@@ -9,7 +9,7 @@ objects; ``dpnb.cluster.internals`` lists what else of ipyparallel this relies o
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..errors import ClusterGone, DpnbError
 
@@ -24,17 +24,17 @@ GONE_ENGINES = ("Engine ids are MPI ranks; under MPI the death of one rank ends 
 class GuardedView:
     """Guards ``view`` (blocking, rank-ordered) and ``client``: ``why_gone()`` says why
     the cluster cannot run a cell (None where it can), ``gone_default`` what to say when
-    ipyparallel finds no engines first, and ``on_result`` is given every result that
+    ipyparallel finds no engines first, and each of ``watchers`` is given every result that
     ``execute`` returns (to watch for progress and for tasks never answered)."""
 
     def __init__(self, view, client, why_gone: Callable[[], str | None], gone_default: str,
-                 on_result: Callable[[object], None]):
+                 watchers: Sequence[Callable[[object], None]]):
         self.view = view
         self._why_gone = why_gone
         self._gone_default = gone_default
-        self._on_result = on_result
+        self._watchers = tuple(watchers)
         self._last_result = None   # what the view's execute (``%%px``) sent last
-        self._interrupted = None   # that result, where a signal was sent while it ran
+        self.interrupted = None   # that result, where a signal was sent while it ran
         self._execute, self._send_signal = view.execute, client.send_signal
         self._client = client
         view.execute = self.execute
@@ -56,7 +56,8 @@ class GuardedView:
         except NoEnginesRegistered:
             raise ClusterGone(self._why_gone() or self._gone_default) from None
         self._last_result = result
-        self._on_result(result)
+        for watch in self._watchers:
+            watch(result)
         return result
 
     def send_signal(self, sig, targets=None, block=None):
@@ -65,7 +66,7 @@ class GuardedView:
         self.require_alive()
         last = self._last_result
         if last is not None and not last.done():
-            self._interrupted = last
+            self.interrupted = last
         sent = self._send_signal(sig, targets=targets, block=False)
         if not (self._client.block if block is None else block):
             return sent
@@ -86,7 +87,7 @@ class GuardedView:
         interrupt sends SIGINT to the engines and returns without their answers."""
         from ipyparallel.error import CompositeError
 
-        result, self._interrupted = self._interrupted, None
+        result, self.interrupted = self.interrupted, None
         if result is None:
             return
         if not result.wait(INTERRUPTED_WAIT):
