@@ -16,11 +16,14 @@ def test_every_internal_dpnb_uses_is_there():
 def test_a_gone_internal_is_named_with_its_version_and_use():
     gone = missing([Internal("ipyparallel", "Cluster.no_such_method", "does something"),
                     Internal("no_such_module_of_ipyparallel", "X", "does more"),
+                    Internal("ipyparallel", "Client._no_such_socket", "sends", on_instances=True),
+                    Internal("ipyparallel", "Client._mux_stream", "sends", on_instances=True),
                     INTERNALS[0]])
-    assert len(gone) == 2
+    assert len(gone) == 3
     assert gone[0].startswith("ipyparallel.Cluster.no_such_method is gone in ipyparallel 9.")
     assert gone[0].endswith("; dpnb uses it where it does something")
     assert gone[1].startswith("no_such_module_of_ipyparallel does not import (")
+    assert gone[2].startswith("ipyparallel.Client._no_such_socket is gone in ipyparallel 9.")
 
 
 def test_doctor_fails_ipyparallel_where_an_internal_is_gone(monkeypatch):

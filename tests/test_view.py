@@ -1,13 +1,14 @@
-"""The guarded view's error paths, on stand-ins for ipyparallel's view, client and
-results: a cell refused where the cluster is gone, an interrupt the engines do not
-confirm or refuse, and the report of a cell that was interrupted."""
+"""The guard's error paths, on stand-ins for ipyparallel's view, client and results (a
+GuardedView and GuardedClient hand it their own ``execute`` and ``send_signal``): a cell
+refused where the cluster is gone, an interrupt the engines do not confirm or refuse,
+and the report of a cell that was interrupted."""
 from __future__ import annotations
 
 import pytest
 from ipyparallel.error import CompositeError, NoEnginesRegistered
 
 from dpnb.cluster import view as guarded
-from dpnb.cluster.view import GuardedView
+from dpnb.cluster.view import Guard
 from dpnb.errors import ClusterGone, DpnbError
 
 DEFAULT = "the engines are gone (default)"
@@ -67,39 +68,49 @@ class Client:
 def guard(outcome=None, sent=None, gone=None):
     seen = []
     v, c = View(outcome if outcome is not None else Result()), Client(sent or Sent([]))
-    g = GuardedView(v, c, lambda: gone, DEFAULT, [seen.append])
+    g = Guard(lambda: gone, DEFAULT, [seen.append])
     return g, v, c, seen
+
+
+def execute(g, v, code):
+    """What GuardedView.execute does: the view's own execute, through the guard."""
+    return g.execute(v.execute, code)
+
+
+def send_signal(g, c, sig, block=True):
+    """What GuardedClient.send_signal does: the client's own, through the guard."""
+    return g.send_signal(c.send_signal, sig, None, block)
 
 
 def test_a_cell_is_refused_at_once_where_the_cluster_is_gone():
     g, v, c, seen = guard(gone="the controller is gone")
     with pytest.raises(ClusterGone, match="the controller is gone"):
-        v.execute("print(rank)")
+        execute(g, v, "print(rank)")
     assert v.calls == 0 and seen == []
     with pytest.raises(ClusterGone, match="the controller is gone"):
-        c.send_signal(2)
+        send_signal(g, c, 2)
     assert c.signals == []
 
 
 def test_a_cell_runs_and_its_result_is_watched():
     result = Result()
     g, v, c, seen = guard(outcome=result)
-    assert v.execute("x = 1") is result and seen == [result]
+    assert execute(g, v, "x = 1") is result and seen == [result]
 
 
 def test_no_engines_registered_becomes_cluster_gone_with_the_default_reason():
     g, v, c, seen = guard(outcome=NoEnginesRegistered("none"))
     with pytest.raises(ClusterGone, match=r"the engines are gone \(default\)"):
-        v.execute("x = 1")
+        execute(g, v, "x = 1")
 
 
 def test_an_interrupt_the_engines_do_not_confirm_is_an_error():
     g, v, c, seen = guard(sent=Sent(None))
     with pytest.raises(DpnbError, match=r"did not confirm signal 2 within 5 s; "
                                         r"the engines are gone \(default\)"):
-        c.send_signal(2)
+        send_signal(g, c, 2)
     assert c.signals == [(2, None, False)]
-    assert c.send_signal(2, block=False).__class__ is Sent   # not blocking: no wait
+    assert send_signal(g, c, 2, block=False).__class__ is Sent   # not blocking: no wait
 
 
 def test_an_interrupt_an_engine_refuses_names_its_error():
@@ -108,7 +119,7 @@ def test_an_interrupt_an_engine_refuses_names_its_error():
     g, v, c, seen = guard(sent=Sent(refused))
     with pytest.raises(DpnbError, match="sending signal 2 to the engines failed: "
                                         "OSError: no such process"):
-        c.send_signal(2)
+        send_signal(g, c, 2)
 
 
 def test_an_interrupted_cell_shows_every_ranks_error(capsys):
@@ -117,8 +128,8 @@ def test_an_interrupted_cell_shows_every_ranks_error(capsys):
         ("KeyboardInterrupt", "", "tb", {"engine_id": 1})])
     running = Result(done=False, error=error)
     g, v, c, seen = guard(outcome=running)
-    v.execute("train()")
-    c.send_signal(2)
+    execute(g, v, "train()")
+    send_signal(g, c, 2)
     g.show_interrupted()
     assert capsys.readouterr().err == ("Interrupted:\n[rank 0] CommunicatorInterrupted: "
                                        "all_reduce #3\n[rank 1] KeyboardInterrupt: \n")
@@ -128,8 +139,8 @@ def test_an_interrupted_cell_shows_every_ranks_error(capsys):
 
 def test_ranks_still_running_after_an_interrupt_are_reported(capsys):
     g, v, c, seen = guard(outcome=Result(done=False, finishes=False))
-    v.execute("train()")
-    c.send_signal(2)
+    execute(g, v, "train()")
+    send_signal(g, c, 2)
     g.show_interrupted()
     err = capsys.readouterr().err
     assert err.startswith(f"Some ranks still run {guarded.INTERRUPTED_WAIT:g} s after the "
@@ -138,7 +149,7 @@ def test_ranks_still_running_after_an_interrupt_are_reported(capsys):
 
 def test_a_signal_after_the_cell_finished_reports_nothing(capsys):
     g, v, c, seen = guard(outcome=Result(done=True, error=ValueError("x")))
-    v.execute("x = 1")
-    c.send_signal(2)
+    execute(g, v, "x = 1")
+    send_signal(g, c, 2)
     g.show_interrupted()
     assert capsys.readouterr().err == ""

@@ -76,7 +76,7 @@ def engines_due(left: processes.Footprint) -> bool:
     return starter is not None and starter.pid != 1 and processes.alive(starter)
 
 
-def engines_as_ranks(loaded) -> None:
+def _engines_as_ranks(loaded) -> None:
     """Where a profile does not say how engines start, the engines that ``restart()``
     starts for an attached cluster are dpnb's, one per MPI rank, as ``start()`` starts them."""
     from ipyparallel.cluster.launcher import MPILauncher
@@ -91,7 +91,8 @@ def engines_as_ranks(loaded) -> None:
 
 def load_cluster_file(where, cluster_id: str, left: processes.Footprint):
     """ipyparallel's Cluster of a running cluster, from its file, with only the engine sets
-    whose processes are the cluster's; a DpnbError where the file is unreadable or stale."""
+    whose processes are the cluster's, and engines started as ranks; a DpnbError where the
+    file is unreadable or stale."""
     import ipyparallel as ipp
 
     try:
@@ -110,6 +111,7 @@ def load_cluster_file(where, cluster_id: str, left: processes.Footprint):
     for engine_set_id, engine_set in list(loaded.engines.items()):
         if engine_set.pid not in ours:              # its pid was reused since: not ours
             loaded.engines.pop(engine_set_id)
+    _engines_as_ranks(loaded)
     return loaded
 
 

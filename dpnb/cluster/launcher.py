@@ -23,11 +23,10 @@ from .owned import OwnedProcesses
 from .profile import CONTROLLER_LAUNCHER, ENGINE_CMD, ENGINE_LAUNCHER
 from .resume import resume_session
 from .unanswered import UnansweredTasks
-from .view import GONE_ENGINES, GuardedView
+from .view import GONE_ENGINES, Guard, GuardedClient
 
 log = logging.getLogger(__name__)
 
-NO_TASK_BAR = 10**7  # seconds
 START_TRIES = 2      # starts of an engine set whose MPI job exits before any engine registers
 
 
@@ -78,7 +77,7 @@ class Cluster:
         self.view = None
         self._owned: OwnedProcesses | None = None   # its processes, record and watchdog
         self._monitor = None
-        self._guard: GuardedView | None = None   # the view as %%px uses it
+        self._guard: Guard | None = None   # what stands between %%px and a cluster that is gone
         self._unanswered = UnansweredTasks(self._controller_gone)
         self.journal = Journal()
 
@@ -133,7 +132,7 @@ class Cluster:
                 self._owned.start_watchdog()
             self.ipp.start_controller_sync()
             self._remember_processes()
-            self.client = self._connect_client()
+            self.client = self._connect_client(self.timeout)
             self._start_engines()
         except BaseException:
             self.stop()
@@ -141,19 +140,32 @@ class Cluster:
         registry.make_current(self)
         return self
 
-    def _connect_client(self):
-        """A client of the controller, or a DpnbError with the controller's log."""
-        try:
-            return self.ipp.connect_client_sync(timeout=self.timeout)
-        except (TimeoutError, RuntimeError, OSError) as e:
-            controller = self.ipp.controller
-            log_text = controller.get_output() if controller is not None else ""
-            profile_dir, cluster_id = self.ipp.profile_dir, self.ipp.cluster_id
-            raise DpnbError(f"the controller (pid {getattr(controller, 'pid', '?')}) of the "
-                            f"cluster in {files.place(profile_dir, cluster_id)} did not answer "
-                            f"({e}); if it hangs, {files.stop_hint(profile_dir, cluster_id)} "
-                            "ends the cluster.\nThe end of its log:\n"
-                            + "".join(log_text.splitlines(True)[-10:])) from None
+    def _connect_client(self, timeout: float) -> GuardedClient:
+        """A client of the controller within ``timeout`` (a controller still starting
+        writes its connection file meanwhile), or a DpnbError with the controller's log."""
+        controller = self.ipp.controller
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return GuardedClient(controller.connection_files["client"],
+                                     profile_dir=self.ipp.profile_dir,
+                                     cluster_id=self.ipp.cluster_id,
+                                     timeout=max(deadline - time.monotonic(), 1.0))
+            except TimeoutError as e:   # the controller does not answer
+                error = e
+                break
+            except (OSError, ValueError) as e:   # its file not written yet, or half written
+                error = e
+            if time.monotonic() > deadline or not self._controller_alive():
+                break
+            time.sleep(0.1)
+        log_text = controller.get_output()
+        profile_dir, cluster_id = self.ipp.profile_dir, self.ipp.cluster_id
+        raise DpnbError(f"the controller (pid {getattr(controller, 'pid', '?')}) of the "
+                        f"cluster in {files.place(profile_dir, cluster_id)} did not answer "
+                        f"({error}); if it hangs, {files.stop_hint(profile_dir, cluster_id)} "
+                        "ends the cluster.\nThe end of its log:\n"
+                        + "".join(log_text.splitlines(True)[-10:])) from None
 
     def _start_engines(self) -> None:
         """Start one engine set and wait for it; on failure raise with the end of its log.
@@ -208,8 +220,6 @@ class Cluster:
     def _open_view(self, ids: list[int], activate: bool = True) -> None:
         """The blocking, rank-ordered view; with ``activate``, ``%%px`` and the progress
         display where IPython runs."""
-        self.view = self.client.direct_view(targets=ids)
-        self.view.block = True
         shell = _ipython() if activate else None
         if shell is not None and self.progress and self._monitor is None:
             from ..notebook.progress import ProgressMonitor
@@ -217,19 +227,12 @@ class Cluster:
             self._monitor = ProgressMonitor()
             self._monitor.start()
         watchers = [self._unanswered.watch] + ([self._monitor.watch] if self._monitor else [])
-        self._guard = GuardedView(self.view, self.client, self._gone, GONE_ENGINES, watchers)
+        self._guard = Guard(self._gone, GONE_ENGINES, watchers)
+        self.view = self.client.guarded_view(ids, self._guard)
         if shell is None:
             return
         self.view.activate()
         registry.activated(self.view)
-        # ipyparallel shows a task bar with timings in cells running over 2 s, which makes
-        # stored notebook outputs differ from run to run; a delay longer than any cell keeps
-        # its wait for the result and then for all output, without the bar.
-        magics = shell.magics_manager.registry["ParallelMagics"]
-        magics.progress_after_seconds = NO_TASK_BAR
-        # the ranks' output in rank order once the cell is done (ipyparallel streams it
-        # in arrival order by default); `%pxconfig --stream` streams it
-        magics.stream_output = False
         cells.life(shell).follow(self.journal, self._monitor, self._guard)
 
     def _controller_gone(self) -> str | None:
@@ -340,16 +343,13 @@ class Cluster:
                                 f"{files.stop_hint(where, cluster_id)} ends the cluster")
             raise DpnbError(files.not_running(left))
         loaded = files.load_cluster_file(where, cluster_id, left)
-        files.engines_as_ranks(loaded)
         record_n = left.record.n if left.record is not None else None
         n = sum(es.n for es in loaded.engines.values()) or loaded.n or record_n
         self = cls(max(n or 1, 1), profile=profile, profile_dir=profile_dir, timeout=timeout,
                    progress=False, stop_at_exit=False)
         self.ipp = loaded
         self._owned = OwnedProcesses(loaded.profile_dir, cluster_id, left.record, left.processes)
-        # a controller that has not written its connection files yet gets the rest of the time
-        loaded.controller.connection_info_timeout = max(deadline - time.monotonic(), 1.0)
-        self.client = self._connect_client()
+        self.client = self._connect_client(max(deadline - time.monotonic(), 1.0))
         if wait and (loaded.engines or files.starter_alive(left.record) or files.engines_due(left)):
             self._await_engines(where, cluster_id, deadline, timeout)
         if self.client.ids:
@@ -375,8 +375,7 @@ class Cluster:
                 f"failed show why in their log below; {files.stop_hint(where, cluster_id)} ends "
                 f"the cluster.\nThe end of the engine log:\n{self.log_tail()}") from None
         if not self.ipp.engines:   # attached while the starter had not started them yet
-            self.ipp.engines = files.load_cluster_file(where, cluster_id,
-                                                       processes.find(where, cluster_id)).engines
+            self.ipp = files.load_cluster_file(where, cluster_id, processes.find(where, cluster_id))
         self._owned.refresh()
 
     def log_tail(self, lines: int = 30) -> str:

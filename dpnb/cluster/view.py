@@ -3,42 +3,44 @@ controller or the engines are gone, instead of waiting for answers that never co
 an interrupt waits a bounded time for the engines, and the ranks' errors of an
 interrupted cell are shown after it.
 
-ipyparallel has no hook around a view's ``execute`` or its client's ``send_signal``
-(what ``%%px`` and its interrupt call), so the guard replaces both on the live
-objects; ``dpnb.cluster.internals`` lists what else of ipyparallel this relies on."""
+ipyparallel has no hook around a view's ``execute`` or a client's ``send_signal`` (what
+``%%px`` and its interrupt call), so dpnb subclasses both: a ``GuardedClient`` makes
+``GuardedView``s, and both hand those calls to one ``Guard``.  The view's ``activate``
+registers ``%px`` magics with dpnb's defaults.  ``dpnb.cluster.internals`` lists what
+of ipyparallel this relies on beyond its documented API."""
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
 
+from IPython.core.magic import magics_class
+from ipyparallel import Client, DirectView
+from ipyparallel.client import magics
+
 from ..errors import ClusterGone, DpnbError
 
 SIGNAL_WAIT = 5.0    # seconds an interrupt waits for the engines to confirm the signal
 INTERRUPTED_WAIT = 5.0  # seconds after an interrupted %%px cell to collect the ranks' errors
+NO_TASK_BAR = 10**7  # seconds
 GONE_ENGINES = ("Engine ids are MPI ranks; under MPI the death of one rank ends them all.  "
                 "`cluster.restart(resume=True)` (or `%dpnb restart --resume`) starts fresh "
                 "engines, replays the journal of %%px cells and restores the last "
                 "TrainingState commit; `cluster.restart()` starts them empty")
 
 
-class GuardedView:
-    """Guards ``view`` (blocking, rank-ordered) and ``client``: ``why_gone()`` says why
-    the cluster cannot run a cell (None where it can), ``gone_default`` what to say when
-    ipyparallel finds no engines first, and each of ``watchers`` is given every result that
-    ``execute`` returns (to watch for progress and for tasks never answered)."""
+class Guard:
+    """What stands between ``%%px`` and a cluster that may be gone: ``why_gone()`` says
+    why the cluster cannot run a cell (None where it can), ``gone_default`` what to say
+    when ipyparallel finds no engines first, and each of ``watchers`` is given every
+    result that ``execute`` returns (to watch for progress and for tasks never answered)."""
 
-    def __init__(self, view, client, why_gone: Callable[[], str | None], gone_default: str,
+    def __init__(self, why_gone: Callable[[], str | None], gone_default: str,
                  watchers: Sequence[Callable[[object], None]]):
-        self.view = view
         self._why_gone = why_gone
         self._gone_default = gone_default
         self._watchers = tuple(watchers)
         self._last_result = None   # what the view's execute (``%%px``) sent last
-        self.interrupted = None   # that result, where a signal was sent while it ran
-        self._execute, self._send_signal = view.execute, client.send_signal
-        self._client = client
-        view.execute = self.execute
-        client.send_signal = self.send_signal
+        self.interrupted = None    # that result, where a signal was sent while it ran
 
     def require_alive(self) -> None:
         """Raise ClusterGone saying what is gone and what to do, where it is."""
@@ -46,13 +48,14 @@ class GuardedView:
         if why is not None:
             raise ClusterGone(why) from None
 
-    def execute(self, *args, **kwargs):
-        """The view's ``execute``, once the cluster is known to be able to run it."""
+    def execute(self, execute: Callable, *args, **kwargs):
+        """``execute(*args, **kwargs)`` (the view's own), once the cluster is known to be
+        able to run it."""
         from ipyparallel.error import NoEnginesRegistered
 
         self.require_alive()
         try:
-            result = self._execute(*args, **kwargs)
+            result = execute(*args, **kwargs)
         except NoEnginesRegistered:
             raise ClusterGone(self._why_gone() or self._gone_default) from None
         self._last_result = result
@@ -60,15 +63,16 @@ class GuardedView:
             watch(result)
         return result
 
-    def send_signal(self, sig, targets=None, block=None):
-        """The client's ``send_signal`` (``%%px``'s interrupt): refused where the cluster
-        is gone, else waiting at most ``SIGNAL_WAIT`` seconds for the engines' answers."""
+    def send_signal(self, send: Callable, sig, targets, block: bool):
+        """``send(sig, targets=targets, block=False)`` (the client's own ``send_signal``,
+        ``%%px``'s interrupt): refused where the cluster is gone, else, with ``block``,
+        waiting at most ``SIGNAL_WAIT`` seconds for the engines' answers."""
         self.require_alive()
         last = self._last_result
         if last is not None and not last.done():
             self.interrupted = last
-        sent = self._send_signal(sig, targets=targets, block=False)
-        if not (self._client.block if block is None else block):
+        sent = send(sig, targets=targets, block=False)
+        if not block:
             return sent
         try:
             replies = sent.result(timeout=SIGNAL_WAIT)
@@ -103,3 +107,59 @@ class GuardedView:
             print("Interrupted:\n" + "\n".join(lines), file=sys.stderr)
         except Exception as e:  # noqa: BLE001 - one engine's error, shown as it is
             print(f"Interrupted: {type(e).__name__}: {e}", file=sys.stderr)
+
+
+@magics_class
+class ParallelMagics(magics.ParallelMagics):
+    """ipyparallel's ``%px`` magics (under their name, which IPython registers them by)
+    with dpnb's defaults: no task bar (ipyparallel shows one with timings in cells
+    running over 2 s, which makes stored notebook outputs differ from run to run; a delay
+    longer than any cell keeps its wait for the result and then for all output), and
+    the ranks' output in rank order once the cell is done (``%pxconfig --stream``
+    streams it in arrival order)."""
+
+    progress_after_seconds = NO_TASK_BAR
+    stream_output = False
+
+
+class GuardedView(DirectView):
+    """ipyparallel's DirectView whose ``execute`` goes through ``guard``."""
+
+    def __init__(self, *, guard: Guard, **kwargs):
+        super().__init__(**kwargs)
+        self.guard = guard
+
+    def execute(self, *args, **kwargs):
+        return self.guard.execute(super().execute, *args, **kwargs)
+
+    def activate(self, suffix: str = "") -> None:
+        """``%px``, ``%%px``, ``%pxconfig``, ``%pxresult`` and ``%autopx`` on this view in
+        this IPython shell, with dpnb's defaults (``ParallelMagics``)."""
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is None:
+            raise DpnbError("the %px magics need IPython; this process runs none")
+        shell.magics_manager.register(ParallelMagics(shell, self, suffix))
+
+
+class GuardedClient(Client):
+    """ipyparallel's Client that makes GuardedViews (``guarded_view``) and sends signals
+    through their guard."""
+
+    guard: Guard | None = None
+
+    def guarded_view(self, targets: list[int], guard: Guard) -> GuardedView:
+        """A blocking DirectView on ``targets`` whose calls, and this client's signals,
+        go through ``guard``."""
+        self.guard = guard
+        # the socket ipyparallel's own direct_view gives its DirectViews
+        view = GuardedView(guard=guard, client=self, socket=self._mux_stream, targets=targets)
+        view.block = True
+        return view
+
+    def send_signal(self, sig, targets=None, block=None):
+        block = self.block if block is None else block
+        if self.guard is None:
+            return super().send_signal(sig, targets=targets, block=block)
+        return self.guard.send_signal(super().send_signal, sig, targets, block)
