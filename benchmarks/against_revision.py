@@ -10,7 +10,7 @@ mpi4py, plain ipyparallel), whose ratio is shown beside the times because it can
 the machine's drift.  Prints, per figure, the median over rounds of the reference
 revision, of this one, and their ratio.
 
-    python benchmarks/against_revision.py [--reference REV] [--rounds 3]
+    python benchmarks/against_revision.py [--reference REV] [--rounds 4]
                                           [--benchmarks allreduce,cluster,train_step]
 """
 from __future__ import annotations
@@ -18,44 +18,68 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-REFERENCE = "cac59f8"
+from revisions import BEFORE_ISSUE_25, REPO, checked_out, short
+
 RESULT = REPO / "benchmarks" / "results" / "against_revision.json"
 
-# benchmark -> (its arguments, the figures read from its result file: name -> path)
-BENCHMARKS = {
-    "allreduce": (["--quick"], {
-        "48 MB gradients, reducer (s)": ("reducer_48MB", "reducer_s"),
-        "48 MB gradients, reducer / raw mpi4py": ("reducer_48MB", "reducer_vs_raw"),
-        "48 MB gradients, list (s)": ("reducer_48MB", "list_s"),
-        "one tiny checked all_reduce (s)": ("tiny_checked", "checked_s"),
-        "one tiny checked all_reduce / raw": ("tiny_checked", "ratio"),
-    }),
-    "cluster": (["--runs", "2", "--round-trips", "200"], {
+def json_figures(tree: Path, name: str, paths: dict) -> dict[str, float]:
+    """Figures from the result file the benchmark wrote in ``tree``: name -> key path."""
+    result = json.loads((tree / "benchmarks" / "results" / f"{name}.json").read_text())
+    values = {}
+    for figure, path in paths.items():
+        value = result
+        for key in path:
+            value = value[key]
+        values[figure] = float(value)
+    return values
+
+
+def allreduce_figures(tree: Path, stdout: str) -> dict[str, float]:
+    """The quick run's figures, which it prints (it writes no result file)."""
+    reducer = re.search(r"reducer ([\d.]+) ms \(([\d.]+)x raw\), all_reduce\(list\) ([\d.]+) ms",
+                        stdout)
+    tiny = re.search(r"one-element checked all_reduce ([\d.]+) us, raw mpi4py [\d.]+ us: "
+                     r"([\d.]+)x", stdout)
+    small = re.search(r"1000x1KB sum: flat / one-buffer raw +([\d.]+)", stdout)
+    if not (reducer and tiny and small):
+        raise SystemExit(f"allreduce in {tree} printed no figures:\n{stdout[-3000:]}")
+    return {"48 MB gradients, reducer (ms)": float(reducer[1]),
+            "48 MB gradients, reducer / raw mpi4py": float(reducer[2]),
+            "48 MB gradients, list (ms)": float(reducer[3]),
+            "one tiny checked all_reduce (us)": float(tiny[1]),
+            "one tiny checked all_reduce / raw": float(tiny[2]),
+            "1000 x 1 KB flat / one raw buffer": float(small[1])}
+
+
+def cluster_figures(tree: Path, stdout: str) -> dict[str, float]:
+    return json_figures(tree, "cluster", {
         "start (s)": ("results", 0, "dpnb"),
         "start / ipyparallel": ("results", 0, "ratio"),
-        "apply round trip (s)": ("results", 1, "dpnb"),
+        "apply round trip (ms)": ("results", 1, "dpnb"),
         "apply round trip / ipyparallel": ("results", 1, "ratio"),
         "gather 100 MB of gradients (s)": ("results", 2, "dpnb"),
-        "gather / view.pull": ("results", 2, "ratio"),
-    }),
-    "train_step": (["--steps", "10", "--runs", "2"], {
+        "gather / view.pull": ("results", 2, "ratio")})
+
+
+def train_step_figures(tree: Path, stdout: str) -> dict[str, float]:
+    return json_figures(tree, "train_step", {
         "ResNet-23 training step (s)": ("dpnb", "step_s"),
-        "its peak memory (MiB)": ("dpnb", "peak_mib"),
-    }),
+        "its peak memory (MiB)": ("dpnb", "peak_mib")})
+
+
+# benchmark -> (its arguments, what reads its figures from its output and result file)
+BENCHMARKS = {
+    "allreduce": (["--quick"], allreduce_figures),
+    "cluster": (["--runs", "2", "--round-trips", "200"], cluster_figures),
+    "train_step": (["--steps", "10", "--runs", "2"], train_step_figures),
 }
-
-
-def worktree(revision: str, where: Path) -> Path:
-    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(where),
-                    revision], check=True)
-    return where
 
 
 def measure(tree: Path, name: str) -> dict[str, float]:
@@ -68,44 +92,30 @@ def measure(tree: Path, name: str) -> dict[str, float]:
                               timeout=3600)
     if done.returncode != 0:
         raise SystemExit(f"{name} in {tree} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    result = json.loads((tree / "benchmarks" / "results" / f"{name}.json").read_text())
-    values = {}
-    for figure, path in figures.items():
-        value = result
-        for key in path:
-            value = value[key]
-        values[figure] = float(value)
-    return values
+    return figures(tree, done.stdout)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reference", default=REFERENCE)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--reference", default=BEFORE_ISSUE_25)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--benchmarks", default=",".join(BENCHMARKS))
     args = parser.parse_args()
     names = args.benchmarks.split(",")
-    revisions = {"reference": args.reference, "this": "HEAD"}
-    runs: dict = {name: {tree: [] for tree in revisions} for name in names}
-    with tempfile.TemporaryDirectory() as scratch:
-        trees = {tree: worktree(rev, Path(scratch) / tree) for tree, rev in revisions.items()}
-        try:
-            for round_ in range(args.rounds):
-                order = list(trees) if round_ % 2 == 0 else list(trees)[::-1]
-                for name in names:
-                    for tree in order:
-                        runs[name][tree].append(measure(trees[tree], name))
-        finally:
-            for tree in trees.values():
-                subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force",
-                                str(tree)], check=False)
-    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                          capture_output=True, text=True).stdout.strip()
+    runs: dict = {name: {"reference": [], "this": []} for name in names}
+    with checked_out(args.reference) as reference, checked_out("HEAD") as this:
+        trees = {"reference": reference, "this": this}
+        for round_ in range(args.rounds):
+            order = list(trees) if round_ % 2 == 0 else list(trees)[::-1]
+            for name in names:
+                for tree in order:
+                    runs[name][tree].append(measure(trees[tree], name))
+    head = short()
     print(f"median of {args.rounds} rounds; reference {args.reference}, this {head}")
     print(f"{'figure':42} {'reference':>11} {'this':>11} {'this/ref':>9}")
     table = []
     for name in names:
-        for figure in BENCHMARKS[name][1]:
+        for figure in runs[name]["reference"][0]:
             ref = statistics.median(r[figure] for r in runs[name]["reference"])
             this = statistics.median(r[figure] for r in runs[name]["this"])
             table.append({"benchmark": name, "figure": figure, "reference": ref, "this": this,

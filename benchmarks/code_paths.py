@@ -13,7 +13,7 @@ The path is what a reader follows: the dpnb functions called, each once, in the 
 of their first call (``sys.setprofile``); consecutive functions of one file are one
 visit.  "files" counts the distinct files, "returns" the visits to a file visited
 before.  The reference tree is a temporary ``git worktree`` of ``--reference`` (by
-default cac59f8, the code before issue 25's moves); each path runs with
+default cac59f8, the code before issue 25's moves, ``revisions.py``); each path runs with
 ``PYTHONPATH`` set to the tree measured.  Counting, not timing: the figures do not
 vary from run to run.  Prints a table and writes benchmarks/results/code_paths.json.
 
@@ -30,9 +30,9 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from revisions import BEFORE_ISSUE_25, REPO, checked_out, short
+
 RESULT = REPO / "benchmarks" / "results" / "code_paths.json"
-REFERENCE = "cac59f8"
 
 # Installed in each measured process: the reader's path through the dpnb files of its tree.
 TRACER = """
@@ -145,33 +145,19 @@ def summary(order: list[tuple[str, str]]) -> dict:
             "visits": path}
 
 
-def worktree(revision: str, where: Path) -> Path:
-    tree = where / "reference"
-    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(tree),
-                    revision], check=True)
-    return tree
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reference", default=REFERENCE)
+    parser.add_argument("--reference", default=BEFORE_ISSUE_25)
     parser.add_argument("--paths", default="gradient,cell")
     parser.add_argument("--show", action="store_true", help="print each path's files")
     args = parser.parse_args()
     paths = args.paths.split(",")
     results: dict = {"benchmark": "code_paths", "reference": args.reference,
-                     "revision": subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short",
-                                                 "HEAD"], capture_output=True, text=True
-                                                ).stdout.strip()}
-    with tempfile.TemporaryDirectory() as scratch:
-        reference = worktree(args.reference, Path(scratch))
-        try:
-            for path in paths:
-                results[path] = {"reference": summary(run(reference, path)),
-                                 "this": summary(run(REPO, path))}
-        finally:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force",
-                            str(reference)], check=False)
+                     "revision": short()}
+    with checked_out(args.reference) as reference:
+        for path in paths:
+            results[path] = {"reference": summary(run(reference, path)),
+                             "this": summary(run(REPO, path))}
     print(f"{'path':10} {'tree':10} {'files':>6} {'returns':>8} {'in comm.':>9} {'functions':>10}")
     for path in paths:
         for tree in ("reference", "this"):

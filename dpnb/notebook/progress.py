@@ -1,7 +1,7 @@
-"""The notebook's side of the engines' progress reports (sent by ``engine_side.report``,
-which users call as ``dpnb.notebook.report``): a ``ProgressMonitor``, started by
-``dpnb.start``, turns the reports of each ``%%px`` cell into one progress bar and a
-loss curve with one line per rank, in that cell."""
+"""The notebook's side of the engines' progress reports (sent by
+``dpnb.cluster.engine.calls.report``, which users call as ``dpnb.notebook.report``): a
+``ProgressMonitor``, started by ``dpnb.start``, turns the reports of each ``%%px`` cell
+into one progress bar and a loss curve with one line per rank, in that cell."""
 from __future__ import annotations
 
 import dataclasses

@@ -287,7 +287,7 @@ def check_bad_arguments(comm, ok: Checks, n: int, r: int) -> None:
               lambda: comm.all_reduce_callback([a], 0), "pack_size 0")
 
 
-def check_carried(comm, ok: Checks, n: int, r: int) -> None:
+def check_inline(comm, ok: Checks, n: int, r: int) -> None:
     """Small data travel with the agreement check: one collective, every dtype, every operation."""
     for dtype in (np.float16, np.float32, np.float64, np.int32, np.int64):
         data = all_data(n, 70, [(1,), (3, 2), (5,)], dtype)
@@ -330,7 +330,7 @@ def check_mismatches(comm, ok: Checks, n: int, r: int) -> None:
                       r"rank 0: bcast.*rank 1: all_reduce"),
         "division": (lambda: comm.all_reduce(np.ones(3), division=(r == 0)), "division"),
         # rank 0's data travel with the check, the others' are too large to
-        "carried or not": (lambda: comm.all_reduce(np.ones(3 if r == 0 else 100_000)),
+        "inline or not": (lambda: comm.all_reduce(np.ones(3 if r == 0 else 100_000)),
                            (r"rank 0: all_reduce.*float64\[3\].*rank 1: all_reduce.*"
                             r"float64\[100000\]")),
     }
@@ -343,7 +343,7 @@ def check_mismatches(comm, ok: Checks, n: int, r: int) -> None:
     ok.close(a, np.full(2, n * (n + 1) / 2), "all_reduce after mismatches")
     # the same arrays again after a call of theirs failed its check, which had packed
     # their bucket while the check travelled: the next call starts from scratch
-    items = [np.full(50, r + 1.0) for _ in range(3)]  # 1200 bytes: a bucket, not carried
+    items = [np.full(50, r + 1.0) for _ in range(3)]  # 1200 bytes: a bucket, not inline
     ok.raises(C.AgreementError, "division", lambda: comm.all_reduce(items, division=(r == 0)),
               "mismatched division on a bucket")
     before = comm.collectives_issued
@@ -367,7 +367,7 @@ def main() -> None:
     check_reduce_bcast(comm, ok, n, r)
     check_gather_scatter(comm, ok, n, r)
     check_bad_arguments(comm, ok, n, r)
-    check_carried(comm, ok, n, r)
+    check_inline(comm, ok, n, r)
     check_mismatches(comm, ok, n, r)
     check_callback(comm, ok, n, r)
     check_tutorial(comm, ok, n, r)

@@ -7,7 +7,7 @@ their errors, and the next correct collective works.  ``new_group``: different
 names or ranks, bad arguments, a rank in another collective: every rank raises,
 and the communicator stays usable.  ``groups``: rank 0 all_reduces on 'world'
 while rank 1 all_reduces on group 'low' (ranks 0 and 1), and rank 2 on 'world':
-every rank raises AgreementError naming the standoff.  ``unknown``: rank 1 names an unknown
+every rank raises AgreementError naming the deadlock.  ``unknown``: rank 1 names an unknown
 group (a local error), then goes on to a barrier while the others wait on group
 'low': every rank raises.  ``interrupt``: SIGINT while rank 0 waits in new_group
 for the last rank, which comes late: rank 0 raises CommunicatorInterrupted, the
@@ -55,7 +55,7 @@ def still_usable(comm, ok: Checks, what: str) -> None:
     comm.all_reduce(small)
     comm.all_reduce([large])
     total = n * (n + 1) / 2
-    ok.close(small, np.full(3, total), f"{what}: the next (carried) all_reduce")
+    ok.close(small, np.full(3, total), f"{what}: the next (inline) all_reduce")
     ok.close(large, np.full(50_000, total, np.float32), f"{what}: the next all_reduce")
 
 
