@@ -13,17 +13,21 @@ The path is what a reader follows: the dpnb functions called, each once, in the 
 of their first call (``sys.setprofile``); consecutive functions of one file are one
 visit.  "files" counts the distinct files, "returns" the visits to a file visited
 before.  The reference tree is a temporary ``git worktree`` of ``--reference`` (by
-default cac59f8, the code before issue 25's moves, ``revisions.py``); each path runs with
-``PYTHONPATH`` set to the tree measured.  Counting, not timing: the figures do not
-vary from run to run.  Prints a table and writes benchmarks/results/code_paths.json.
+default cac59f8, the code before issue 25's moves, ``revisions.py``); each path runs
+with ``PYTHONPATH`` set to the tree measured.  Counting, not timing; yet a wait that
+ends in its first stage (polls back to back) calls less than one that goes on to its
+second, so each path runs ``--repeats`` times and the table shows the median and the
+range.  Prints a table and writes benchmarks/results/code_paths.json.
 
-    python benchmarks/code_paths.py [--reference REV] [--paths gradient,cell] [--show]
+    python benchmarks/code_paths.py [--reference REV] [--paths gradient,cell]
+                                    [--repeats 3] [--show]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -149,6 +153,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reference", default=BEFORE_ISSUE_25)
     parser.add_argument("--paths", default="gradient,cell")
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--show", action="store_true", help="print each path's files")
     args = parser.parse_args()
     paths = args.paths.split(",")
@@ -156,16 +161,22 @@ def main() -> None:
                      "revision": short()}
     with checked_out(args.reference) as reference:
         for path in paths:
-            results[path] = {"reference": summary(run(reference, path)),
-                             "this": summary(run(REPO, path))}
-    print(f"{'path':10} {'tree':10} {'files':>6} {'returns':>8} {'in comm.':>9} {'functions':>10}")
+            results[path] = {tree: [summary(run(root, path)) for _ in range(args.repeats)]
+                             for tree, root in (("reference", reference), ("this", REPO))}
+    counts = ("files", "returns", "returns_inside_communicators", "functions")
+    print(f"{'path':10} {'tree':10} {'files':>8} {'returns':>8} {'in comm.':>8} {'functions':>9}"
+          f"   (median, range over {args.repeats} runs)")
     for path in paths:
         for tree in ("reference", "this"):
-            r = results[path][tree]
-            print(f"{path:10} {tree:10} {r['files']:6} {r['returns']:8} "
-                  f"{r['returns_inside_communicators']:9} {r['functions']:10}")
+            runs = results[path][tree]
+            shown = []
+            for count in counts:
+                values = sorted(r[count] for r in runs)
+                shown.append(f"{statistics.median(values):g}" + (
+                    f" ({values[0]}-{values[-1]})" if values[0] != values[-1] else ""))
+            print(f"{path:10} {tree:10} " + " ".join(f"{v:>8}" for v in shown))
             if args.show:
-                print("    " + " > ".join(r["visits"]))
+                print("    " + " > ".join(runs[0]["visits"]))
     RESULT.write_text(json.dumps(results, indent=2) + "\n")
 
 

@@ -22,8 +22,7 @@ from .journal import Journal
 from .owned import OwnedProcesses
 from .profile import CONTROLLER_LAUNCHER, ENGINE_CMD, ENGINE_LAUNCHER
 from .resume import resume_session
-from .unanswered import UnansweredTasks
-from .view import GONE_ENGINES, Guard, GuardedClient
+from .view import GONE_ENGINES, Guard, GuardedClient, UnansweredTasks
 
 log = logging.getLogger(__name__)
 

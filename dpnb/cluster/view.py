@@ -1,7 +1,10 @@
 """The cluster's view as ``%%px`` uses it, guarded: a cell is refused at once where the
 controller or the engines are gone, instead of waiting for answers that never come;
 an interrupt waits a bounded time for the engines, and the ranks' errors of an
-interrupted cell are shown after it.
+interrupted cell are shown after it.  Tasks that will never be answered because their
+controller died (ipyparallel's client hears nothing of its end and would wait for their
+results and output forever) are ended with a ``ClusterGone`` error, the way ipyparallel
+ends the tasks of an engine that died, so a cell already waiting fails instead of hanging.
 
 ipyparallel has no hook around a view's ``execute`` or a client's ``send_signal`` (what
 ``%%px`` and its interrupt call), so dpnb subclasses both: a ``GuardedClient`` makes
@@ -11,7 +14,10 @@ of ipyparallel this relies on beyond its documented API."""
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import InvalidStateError
 
 from IPython.core.magic import magics_class
 from ipyparallel import Client, DirectView
@@ -163,3 +169,58 @@ class GuardedClient(Client):
         if self.guard is None:
             return super().send_signal(sig, targets=targets, block=block)
         return self.guard.send_signal(super().send_signal, sig, targets, block)
+
+
+class UnansweredTasks:
+    """A thread that runs while watched tasks are unfinished and ends them once ``why()``
+    says why they cannot finish (it returns None while they can): each rank's task gets
+    a ``ClusterGone`` error saying so and no output to wait for, and the cell fails
+    within ``interval`` seconds."""
+
+    def __init__(self, why: Callable[[], str | None], interval: float = 0.3):
+        self.why, self.interval = why, interval
+        self._results: list = []
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, result) -> None:
+        """Watch ``result``, an ipyparallel AsyncResult just sent."""
+        with self._lock:
+            self._results.append(result)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="dpnb-unanswered",
+                                                daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                self._results = [r for r in self._results if not r.done()]
+                if not self._results:
+                    self._thread = None
+                    return
+                pending = list(self._results)
+            why = self.why()
+            if why is not None:
+                for result in pending:
+                    end(result, why)
+            time.sleep(self.interval)
+
+
+def end(result, why: str) -> None:
+    """End each rank's unfinished task of ``result`` with a ClusterGone error saying ``why``: its
+    result an error (as ipyparallel's for an engine that died), no output to wait for.
+
+    ipyparallel has no call for this; its per-task futures (``_children``) are what its
+    client itself resolves when replies come."""
+    from ipyparallel.error import RemoteError
+
+    metadata = result.metadata
+    for md, task in zip([metadata] if isinstance(metadata, dict) else metadata, result._children):
+        error = RemoteError("ClusterGone", why, f"ClusterGone: {why}",
+                            {"engine_id": md.get("engine_id"), "method": "execute"})
+        for future, value in ((task, error), (task.output, None)):
+            try:
+                future.set_result(value)
+            except InvalidStateError:   # its reply came after all
+                pass
