@@ -37,7 +37,7 @@ class CellLife:
 
     def follow(self, journal, monitor, guard) -> None:
         """Run the after-cell steps of a cluster's ``journal``, progress ``monitor`` (or
-        None) and ``guard`` (its GuardedView) from now on."""
+        None) and ``guard`` (the Guard of its view) from now on."""
         self.journal, self.monitor, self.guard = journal, monitor, guard
 
     def unfollow(self, journal) -> None:
