@@ -1,4 +1,6 @@
-"""The ``dpnb`` command."""
+"""The ``dpnb`` command: ``dpnb run``, ``demo``, ``cluster``, ``profile``, ``doctor`` and
+``tutorial``.  A DpnbError ends a command with its message on one line of stderr and exit
+status 1, a usage mistake with argparse's message and status 2."""
 from __future__ import annotations
 
 import argparse
@@ -171,15 +173,53 @@ def doctor() -> int:
     return 1 if missing else 0
 
 
+DESCRIPTION = ("Data-parallel neural-network training from Jupyter notebooks, with nnabla's "
+               "API, over MPI and NCCL.  `dpnb COMMAND --help` shows a command's options.")
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number above zero."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {text!r}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="dpnb", description=__doc__)
+    """Run the command ``argv`` (default: this process's arguments); its exit status."""
+    from dpnb.errors import DpnbError
+
+    args = parser().parse_args(argv)
+    try:
+        status = dispatch(args)
+        sys.stdout.flush()   # a pipe's reader that has gone shows here, not at exit
+        return status
+    except DpnbError as e:
+        print(f"dpnb {args.command}: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:   # e.g. `dpnb cluster where | head`: the reader has gone
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())   # so that the exit's flush does not fail too
+        return 1
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line of ``dpnb``."""
+    from dpnb import __version__, nnabla_version
+
+    parser = argparse.ArgumentParser(prog="dpnb", description=DESCRIPTION)
+    parser.add_argument("--version", action="version",
+                        version=f"dpnb {__version__} (nnabla {nnabla_version}'s API)")
     commands = parser.add_subparsers(dest="command", required=True)
     p = commands.add_parser("run", help="run an nnabla program on dpnb, no line changed "
                                         "(nnabla, nnabla.*, nnabla_ext.* resolve to dpnb)")
     p.add_argument("script", help="the program, e.g. classification.py")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the program's own arguments")
     p = commands.add_parser("demo", help="train the tutorial network in one process")
-    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--steps", type=positive_int, default=10, help="training steps (default: 10)")
     p.add_argument("--context", choices=["cpu", "cuda", "cudnn"], default=None,
                    help="default: cudnn where a GPU is usable, else cpu")
     p = commands.add_parser("cluster", help="start, stop or show MPI engines in an IPython profile",
@@ -193,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     where.add_argument("--profile", default="mpi", help="IPython profile name (default: mpi)")
     where.add_argument("--profile-dir", default=None, help="a profile directory instead")
     p.add_argument("--cluster-id", default="", help="for several clusters in one profile")
-    p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds to wait for the controller and engines (default: 60)")
     p.add_argument("--mpi-args", default="", help="extra mpiexec arguments, e.g. '-f hostfile'")
     p.add_argument("--ip", default=None, help="the address the controller listens on, for "
                                               "engines on other hosts (default: 127.0.0.1)")
@@ -211,8 +252,13 @@ def main(argv: list[str] | None = None) -> int:
                                              "local cluster and print its all_reduce table")
     p.add_argument("--notebook", default=None,
                    help="default: notebooks/01_data_parallel_training.ipynb of this clone")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds allowed per cell")
-    args = parser.parse_args(argv)
+    p.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds allowed per cell (default: 300)")
+    return parser
+
+
+def dispatch(args) -> int:
+    """Run the parsed command; its exit status."""
     if args.command == "run":
         return run_script(args.script, args.args)
     if args.command == "demo":

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from dpnb import cli
 from dpnb.cluster import checks
@@ -160,3 +161,36 @@ def test_cluster_commands_name_profile_directory_and_cluster_id(tmp_path, capsys
 def test_demo_still_works(capsys):
     assert cli.main(["demo", "--steps", "2", "--context", "cpu"]) == 0
     assert "training the tutorial network on cpu" in capsys.readouterr().out
+
+
+def test_version_help_and_usage_mistakes(capsys):
+    from dpnb import __version__
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"dpnb {__version__} (nnabla 1.39.0's API)\n"
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["demo", "--steps", "-3"])
+    assert exit_.value.code == 2
+    assert "--steps: expected a whole number above 0, got '-3'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["cluster", "--help"])
+    out = " ".join(capsys.readouterr().out.split())    # as argparse wraps it
+    assert "seconds to wait for the controller and engines (default: 60)" in out
+
+
+def test_a_dpnb_error_is_one_line_on_stderr_and_status_1(capsys, tmp_path):
+    assert cli.main(["tutorial", "--notebook", str(tmp_path / "nosuch.ipynb")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("dpnb tutorial: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    """``dpnb doctor | true``: the pipe's reader is gone before anything is written."""
+    process = subprocess.Popen([sys.executable, "-m", "dpnb", "doctor"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    process.stdout.close()
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=60) == 1, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
