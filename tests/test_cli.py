@@ -180,12 +180,6 @@ def test_version_help_and_usage_mistakes(capsys):
     assert "seconds to wait for the controller and engines (default: 60)" in out
 
 
-def test_a_dpnb_error_is_one_line_on_stderr_and_status_1(capsys, tmp_path):
-    assert cli.main(["tutorial", "--notebook", str(tmp_path / "nosuch.ipynb")]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("dpnb tutorial: ") and err.count("\n") == 1 and "Traceback" not in err
-
-
 def test_a_reader_that_goes_away_ends_the_command_quietly():
     """``dpnb doctor | true``: the pipe's reader is gone before anything is written."""
     process = subprocess.Popen([sys.executable, "-m", "dpnb", "doctor"], stdout=subprocess.PIPE,

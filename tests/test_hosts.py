@@ -368,8 +368,19 @@ def assert_removed(namespace: str, bridge: str, work: str, sleeper: str) -> None
     assert namespace not in os.listdir("/run/netns")
     assert bridge not in os.listdir("/sys/class/net")
     assert not Path(work).exists() and not Path("/etc/netns", namespace).exists()
-    assert not psutil.pid_exists(int(sleeper)) or psutil.Process(
-        int(sleeper)).status() == psutil.STATUS_ZOMBIE
+    assert not runs_the_sleeper(int(sleeper))
+
+
+def runs_the_sleeper(pid: int) -> bool:
+    """Whether process ``pid`` is still the child's ``sleep 300`` (on its way into the host
+    or in it): pids are reused, and quickly where pid_max is 32768 and a full test run
+    starts thousands of processes."""
+    try:
+        process = psutil.Process(pid)
+        return (process.status() != psutil.STATUS_ZOMBIE
+                and "sleep 300" in " ".join(process.cmdline()))
+    except psutil.Error:
+        return False
 
 
 def test_a_failing_body_still_removes_the_hosts_and_their_processes():
@@ -384,7 +395,7 @@ def test_a_crashed_run_is_cleaned_up_by_the_next():
     assert done.returncode == 0, done.stderr
     namespace, bridge, work, sleeper = made
     assert namespace in os.listdir("/run/netns") and bridge in os.listdir("/sys/class/net")
-    assert psutil.pid_exists(int(sleeper))
+    assert runs_the_sleeper(int(sleeper))
     removed = remove_stale_hosts()
     assert any(namespace.split("-")[1] in what for what in removed), removed
     assert_removed(*made)

@@ -12,7 +12,6 @@ import pytest
 
 
 from dpnb import cli  # noqa: E402
-from dpnb.errors import DpnbError  # noqa: E402
 from dpnb import tutorial_command as tutorial  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,9 +75,11 @@ def test_failing_cell_exits_non_zero_and_stops_the_cluster(tmp_path):
     assert "still running" not in result.stderr                 # the kernel's exit stopped it
 
 
-def test_missing_notebook_is_an_error(tmp_path):
-    with pytest.raises(DpnbError, match="expected a notebook at .*pass --notebook"):
-        cli.main(["tutorial", "--notebook", str(tmp_path / "none.ipynb")])
+def test_missing_notebook_is_an_error_on_one_line(tmp_path, capsys):
+    assert cli.main(["tutorial", "--notebook", str(tmp_path / "none.ipynb")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("dpnb tutorial: expected a notebook at ") and err.count("\n") == 1
+    assert "pass --notebook" in err
 
 
 def test_default_notebook_is_the_clones_english_one():
