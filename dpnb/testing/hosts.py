@@ -404,7 +404,13 @@ def _end_processes(inodes: dict[int, str], entering: Sequence[str]) -> list[int]
 
 def _processes_in(inodes: dict[int, str], entering: set[str]) -> list:
     """Every live process whose network namespace (``/proc/<pid>/ns/net``) is one of
-    ``inodes``, or whose command line has an argument of ``entering``; zombies count as gone."""
+    ``inodes``, or whose command line has an argument of ``entering``; zombies count as gone.
+
+    The command line is read before the namespace: a process on its way in has one of
+    the two at every moment (the launcher's arguments until ``ip netns exec`` has entered
+    the namespace), so reading them in that order cannot miss it, where the other order
+    could read the namespace before it entered and the command line after ``ip`` had
+    executed the next program."""
     import psutil
 
     found = []
@@ -412,9 +418,9 @@ def _processes_in(inodes: dict[int, str], entering: set[str]) -> list:
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
-            inside = os.stat(entry / "ns" / "net").st_ino in inodes
-            if inside or not entering.isdisjoint(
-                    (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")):
+            arguments = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            if (not entering.isdisjoint(arguments)
+                    or os.stat(entry / "ns" / "net").st_ino in inodes):
                 process = psutil.Process(int(entry.name))
                 if process.status() != psutil.STATUS_ZOMBIE:
                     found.append(process)
