@@ -391,6 +391,9 @@ def _end_processes(inodes: dict[int, str], entering: Sequence[str]) -> list[int]
     deadline = time.monotonic() + 4 * GRACE_SECONDS
     while True:
         found = _processes_in(inodes, set(entering))
+        if not found:   # none, twice, a moment apart: one between two programs shows now
+            time.sleep(0.2)
+            found = _processes_in(inodes, set(entering))
         if not found or time.monotonic() > deadline:
             return [p.pid for p in found]
         for signum in (signal.SIGTERM, signal.SIGKILL):
