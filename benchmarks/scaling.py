@@ -32,7 +32,7 @@ from pathlib import Path
 from dpnb.testing import ONE_THREAD, Ranks
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "examples" / "cifar10" / "multi_device_multi_process_classification.py"
+SCRIPT = ROOT / "dpnb" / "examples" / "cifar10" / "multi_device_multi_process_classification.py"
 RESULTS = ROOT / "benchmarks" / "results" / "scaling.json"
 RUN_TIMEOUT = 1800  # seconds for one run of the example
 

@@ -1,6 +1,7 @@
-"""The ``dpnb`` command: ``dpnb run``, ``demo``, ``cluster``, ``profile``, ``doctor`` and
-``tutorial``.  A DpnbError ends a command with its message on one line of stderr and exit
-status 1, a usage mistake with argparse's message and status 2."""
+"""The ``dpnb`` command: ``dpnb run``, ``demo``, ``cluster``, ``profile``, ``doctor``,
+``tutorial`` and ``notebooks``.  A DpnbError ends a command with its message on one line of
+stderr and exit status 1, a usage mistake with argparse's message and status 2; the cluster
+commands' other statuses are in ``EXIT_STATUSES``."""
 from __future__ import annotations
 
 import argparse
@@ -8,8 +9,10 @@ import logging
 import os
 import runpy
 import shlex
+import shutil
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -52,13 +55,8 @@ def run_script(script: str, args: list[str]) -> int:
     from dpnb.nnabla_alias import use_as_nnabla
 
     if not os.path.isfile(script):
-        print(f"dpnb run: no such file {script!r}", file=sys.stderr)
-        return 2
-    try:
-        use_as_nnabla()
-    except DpnbError as e:
-        print(f"dpnb run: {e}", file=sys.stderr)
-        return 2
+        raise DpnbError(f"expected a Python program, found no file {script!r}")
+    use_as_nnabla()
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     runpy.run_path(script, run_name="__main__")
@@ -71,9 +69,9 @@ def cluster_start(n: int | None, where: dict, cluster_id: str, timeout: float,
     missing); ``listen``: the controller's ``ip``, ``location``, ``curve`` and ``insecure``,
     as in ``start``."""
     from dpnb.cluster import Cluster
-    from dpnb.cluster.profile import install, profile_dir
+    from dpnb.cluster.profile import CONFIG_FILE, install, profile_dir
 
-    if where.get("profile") == "mpi" and not (profile_dir() / "ipcluster_config.py").exists():
+    if where.get("profile") == "mpi" and not (profile_dir() / CONFIG_FILE).exists():
         install()
     cluster = Cluster(n, **where, cluster_id=cluster_id, timeout=timeout, mpi_args=mpi_args,
                       progress=False, stop_at_exit=False, **(listen or {}))
@@ -107,11 +105,17 @@ def cluster_stop(where: dict, cluster_id: str, timeout: float) -> int:
     return 0
 
 
-STATUS_CODES = {"running": 0, "not running": 1, "no engines": 2, "no controller": 2}
+EXIT_STATUSES = {
+    "status": "0 the cluster runs, 3 none does, 4 only part of it is left "
+              "(`dpnb cluster stop` ends that)",
+    "where": "0 every engine answered, 3 some did not (their stacks are missing)",
+}
+COMMON_STATUSES = "1 an error (its message on stderr), 2 a usage mistake"
+STATUS_CODES = {"running": 0, "not running": 3, "no engines": 4, "no controller": 4}
 
 
 def cluster_status(where: dict, cluster_id: str, timeout: float) -> int:
-    """Print the engines, or what is wrong; exit 0 running, 1 not running, 2 part of it left."""
+    """Print the engines, or what is wrong; the exit status of ``STATUS_CODES``."""
     from dpnb.cluster.elsewhere import cluster_status as status_of
 
     status = status_of(**where, cluster_id=cluster_id, timeout=timeout)
@@ -123,7 +127,7 @@ def cluster_status(where: dict, cluster_id: str, timeout: float) -> int:
 
 def cluster_where(where: dict, cluster_id: str, timeout: float) -> int:
     """Print every engine's Python stack, answered within 2 s busy or not (for a
-    terminal while the notebook waits in a ``%%px`` cell); exit 2 if some did not answer."""
+    terminal while the notebook waits in a ``%%px`` cell); exit 3 if some did not answer."""
     from dpnb.cluster import Cluster
     from dpnb.errors import DpnbError
     from dpnb.notebook.stacks import where as stacks_of
@@ -139,19 +143,17 @@ def cluster_where(where: dict, cluster_id: str, timeout: float) -> int:
     print(stacks.table())
     for rank, text in stacks.stacks.items():
         print(f"\n## rank {rank}\n{text}")
-    return 2 if stacks.missing else 0
+    return 3 if stacks.missing else 0
 
 
 def profile_install(ipython_dir: str | None, force: bool) -> int:
+    """Install the IPython profile "mpi"; say where, and where a replaced config was kept."""
     from dpnb.cluster.profile import install
-    from dpnb.errors import DpnbError
 
-    try:
-        path = install(ipython_dir, force=force)
-    except DpnbError as e:
-        print(f"dpnb profile install: {e}", file=sys.stderr)
-        return 1
-    print(f"installed the IPython profile 'mpi' at {path.parent}")
+    installed = install(ipython_dir, force=force)
+    print(f"installed the IPython profile 'mpi' at {installed.config.parent}")
+    if installed.backup is not None:
+        print(f"the config it replaced is kept as {installed.backup}")
     print("start it with: ipcluster start --profile=mpi -n 2   "
           "(or from JupyterLab's IPython Clusters panel)")
     return 0
@@ -171,6 +173,28 @@ def doctor() -> int:
     missing = [c.name for c in checks if c.required and not c.found]
     print("ready for MPI engines" if not missing else f"not ready: {', '.join(missing)} missing")
     return 1 if missing else 0
+
+
+def copy_notebooks(directory: str, force: bool) -> int:
+    """Copy the tutorial notebooks that ship with dpnb into ``directory``, for JupyterLab."""
+    from dpnb.errors import DpnbError
+    from dpnb.tutorial_command import TUTORIALS
+
+    target = Path(directory)
+    notebooks = sorted(TUTORIALS.glob("*.ipynb"))
+    if not notebooks:
+        raise DpnbError(f"expected the tutorial notebooks in {TUTORIALS}, found none; "
+                        "reinstall dpnb")
+    existing = [target / n.name for n in notebooks if (target / n.name).exists()]
+    if existing and not force:
+        raise DpnbError(f"{', '.join(map(str, existing))} already exist; pass --force to "
+                        "replace them (the changes made there would be lost)")
+    target.mkdir(parents=True, exist_ok=True)
+    for notebook in notebooks:
+        shutil.copyfile(notebook, target / notebook.name)
+        print(f"copied {notebook.name}")
+    print(f"open them with: jupyter lab {shlex.quote(str(target))}")
+    return 0
 
 
 DESCRIPTION = ("Data-parallel neural-network training from Jupyter notebooks, with nnabla's "
@@ -193,17 +217,33 @@ def main(argv: list[str] | None = None) -> int:
     from dpnb.errors import DpnbError
 
     args = parser().parse_args(argv)
+    if args.command == "run" and not args.program:
+        args.command_parser.error("expected the program to run and its arguments, e.g. "
+                         "`dpnb run train.py --epochs 1`")
     try:
         status = dispatch(args)
         sys.stdout.flush()   # a pipe's reader that has gone shows here, not at exit
         return status
     except DpnbError as e:
-        print(f"dpnb {args.command}: {e}", file=sys.stderr)
+        print(f"{args.command_parser.prog}: {e}", file=sys.stderr)
+        return 1
+    except ModuleNotFoundError as e:
+        extra = EXTRAS.get((e.name or "").partition(".")[0])
+        if extra is None:
+            raise
+        print(f"{args.command_parser.prog}: needs {e.name}, which is not installed; "
+              f"install it with `pip install 'dpnb[{extra}]'`", file=sys.stderr)
         return 1
     except BrokenPipeError:   # e.g. `dpnb cluster where | head`: the reader has gone
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())   # so that the exit's flush does not fail too
         return 1
+
+
+# The optional modules of the commands, with the extra that installs each.
+EXTRAS = {name: "cluster" for name in ("ipyparallel", "IPython", "psutil", "tqdm", "matplotlib",
+                                        "nbclient", "nbformat", "jupyter_client", "ipykernel")}
+EXTRAS.update(mpi4py="mpich")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -213,60 +253,91 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpnb", description=DESCRIPTION)
     parser.add_argument("--version", action="version",
                         version=f"dpnb {__version__} (nnabla {nnabla_version}'s API)")
-    commands = parser.add_subparsers(dest="command", required=True)
-    p = commands.add_parser("run", help="run an nnabla program on dpnb, no line changed "
-                                        "(nnabla, nnabla.*, nnabla_ext.* resolve to dpnb)")
-    p.add_argument("script", help="the program, e.g. classification.py")
-    p.add_argument("args", nargs=argparse.REMAINDER, help="the program's own arguments")
-    p = commands.add_parser("demo", help="train the tutorial network in one process")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help: str, **kwargs) -> argparse.ArgumentParser:
+        p = commands.add_parser(name, help=help, description=kwargs.pop("description", help),
+                                **kwargs)
+        p.set_defaults(command_parser=p)
+        return p
+
+    p = command("run", "run an nnabla program on dpnb, no line changed "
+                       "(nnabla, nnabla.*, nnabla_ext.* resolve to dpnb)")
+    p.add_argument("program", nargs=argparse.REMAINDER, metavar="SCRIPT [ARG ...]",
+                   help="the program, e.g. train.py, and its own arguments")
+    p = command("demo", "train the tutorial network in one process")
     p.add_argument("--steps", type=positive_int, default=10, help="training steps (default: 10)")
     p.add_argument("--context", choices=["cpu", "cuda", "cudnn"], default=None,
                    help="default: cudnn where a GPU is usable, else cpu")
-    p = commands.add_parser("cluster", help="start, stop or show MPI engines in an IPython profile",
-                            description="status exits 0 where the cluster runs, 1 where none "
-                                        "does, 2 where only part of it is left (stop ends that); "
-                                        "where prints every engine's Python stack, busy or not")
-    p.add_argument("action", choices=["start", "stop", "status", "where"])
-    p.add_argument("-n", type=int, default=None,
-                   help="engines to start (default: one per GPU, else per CPU core)")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--profile", default="mpi", help="IPython profile name (default: mpi)")
-    where.add_argument("--profile-dir", default=None, help="a profile directory instead")
-    p.add_argument("--cluster-id", default="", help="for several clusters in one profile")
-    p.add_argument("--timeout", type=float, default=60.0,
-                   help="seconds to wait for the controller and engines (default: 60)")
-    p.add_argument("--mpi-args", default="", help="extra mpiexec arguments, e.g. '-f hostfile'")
-    p.add_argument("--ip", default=None, help="the address the controller listens on, for "
-                                              "engines on other hosts (default: 127.0.0.1)")
-    p.add_argument("--location", default=None,
-                   help="this host's name as the engines reach it (for --ip '*')")
-    p.add_argument("--curve", action="store_true", help="CurveZMQ encryption (with --ip)")
-    p.add_argument("--insecure", action="store_true",
-                   help="allow --ip beyond 127.0.0.1 without --curve (a trusted network only)")
-    p = commands.add_parser("profile", help="install the IPython profile 'mpi'")
-    p.add_argument("action", choices=["install"])
-    p.add_argument("--ipython-dir", default=None, help="default: $IPYTHONDIR or ~/.ipython")
-    p.add_argument("--force", action="store_true", help="replace a different existing config")
-    commands.add_parser("doctor", help="check MPI, ipyparallel, CuPy, GPUs and NCCL")
-    p = commands.add_parser("tutorial", help="run the tutorial notebook headless on a fresh "
-                                             "local cluster and print its all_reduce table")
+    cluster_commands(command("cluster", "start, stop or show MPI engines in an IPython profile"))
+    p = command("profile", "install the IPython profile 'mpi'")
+    install = p.add_subparsers(dest="action", required=True, metavar="ACTION").add_parser(
+        "install", help="write the profile's ipcluster config",
+        description="write the profile's ipcluster config")
+    install.set_defaults(command_parser=install)
+    install.add_argument("--ipython-dir", default=None,
+                         help="default: $IPYTHONDIR or ~/.ipython")
+    install.add_argument("--force", action="store_true",
+                         help="replace a different existing config (kept as a .bak copy)")
+    command("doctor", "check MPI, ipyparallel, CuPy, GPUs and NCCL")
+    p = command("tutorial", "run the tutorial notebook headless on a fresh local cluster "
+                            "and print its all_reduce table")
     p.add_argument("--notebook", default=None,
-                   help="default: notebooks/01_data_parallel_training.ipynb of this clone")
+                   help="default: the English tutorial that ships with dpnb")
     p.add_argument("--timeout", type=float, default=300.0,
                    help="seconds allowed per cell (default: 300)")
+    p = command("notebooks", "copy the tutorial notebooks into a folder, for JupyterLab")
+    p.add_argument("directory", help="the folder (created if missing)")
+    p.add_argument("--force", action="store_true", help="replace notebooks already there")
     return parser
+
+
+def cluster_commands(p: argparse.ArgumentParser) -> None:
+    """``dpnb cluster start|stop|status|where``, each with its own options."""
+    naming = argparse.ArgumentParser(add_help=False)
+    where = naming.add_mutually_exclusive_group()
+    where.add_argument("--profile", default="mpi", help="IPython profile name (default: mpi)")
+    where.add_argument("--profile-dir", default=None, help="a profile directory instead")
+    naming.add_argument("--cluster-id", default="", help="for several clusters in one profile")
+    naming.add_argument("--timeout", type=float, default=60.0,
+                        help="seconds to wait for the controller and engines (default: 60)")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    helps = {"start": "start MPI engines that outlive this command",
+             "stop": "stop the cluster, whatever is left of it",
+             "status": "print the engines, or what is wrong",
+             "where": "print every engine's Python stack, busy or not"}
+    for action, help in helps.items():
+        statuses = "; ".join(s for s in (EXIT_STATUSES.get(action), COMMON_STATUSES) if s)
+        sub = actions.add_parser(action, parents=[naming], help=help, description=help,
+                                 epilog=f"exit status: {statuses}")
+        sub.set_defaults(command_parser=sub)
+        if action == "start":
+            start = sub
+    start.add_argument("-n", type=positive_int, default=None,
+                       help="engines to start (default: one per GPU, else per CPU core)")
+    start.add_argument("--mpi-args", default="",
+                       help="extra mpiexec arguments, e.g. '-f hostfile'")
+    start.add_argument("--ip", default=None, help="the address the controller listens on, for "
+                                                  "engines on other hosts (default: 127.0.0.1)")
+    start.add_argument("--location", default=None,
+                       help="this host's name as the engines reach it (for --ip '*')")
+    start.add_argument("--curve", action="store_true", help="CurveZMQ encryption (with --ip)")
+    start.add_argument("--insecure", action="store_true",
+                       help="allow --ip beyond 127.0.0.1 without --curve (a trusted network only)")
 
 
 def dispatch(args) -> int:
     """Run the parsed command; its exit status."""
     if args.command == "run":
-        return run_script(args.script, args.args)
+        return run_script(args.program[0], args.program[1:])
     if args.command == "demo":
         return demo(args.steps, args.context)
     if args.command == "profile":
         return profile_install(args.ipython_dir, args.force)
     if args.command == "doctor":
         return doctor()
+    if args.command == "notebooks":
+        return copy_notebooks(args.directory, args.force)
     if args.command == "tutorial":
         from dpnb.tutorial_command import run
 
@@ -275,9 +346,7 @@ def dispatch(args) -> int:
 
 
 def cluster(args) -> int:
-    """``dpnb cluster start|stop|status|where``: a DpnbError is printed, not raised."""
-    from dpnb.errors import DpnbError
-
+    """``dpnb cluster start|stop|status|where``, with the cluster's log lines on stderr."""
     where = {"profile_dir": args.profile_dir} if args.profile_dir else {"profile": args.profile}
     handler = logging.StreamHandler()              # e.g. the files of a crashed cluster removed
     handler.setFormatter(logging.Formatter("dpnb: %(message)s"))
@@ -293,9 +362,6 @@ def cluster(args) -> int:
         if args.action == "where":
             return cluster_where(where, args.cluster_id, args.timeout)
         return cluster_status(where, args.cluster_id, args.timeout)
-    except DpnbError as e:
-        print(f"dpnb cluster {args.action}: {e}", file=sys.stderr)
-        return 1 if args.action != "status" else 2
     finally:
         logging.getLogger("dpnb").removeHandler(handler)
 

@@ -17,20 +17,11 @@ from jupyter_client.manager import AsyncKernelManager
 
 from .errors import DpnbError
 
+TUTORIALS = Path(__file__).resolve().parent / "tutorials"   # the notebooks dpnb ships
 NOTEBOOK = "01_data_parallel_training.ipynb"
 SHOWN = (("topology", "where the ranks ran"),
          ("comparison", "gradients before and after all_reduce"),
          ("training", "after the training loop"))
-
-
-def default_notebook() -> Path:
-    """The English tutorial beside the package (a clone), else under the current directory."""
-    for base in (Path(__file__).resolve().parents[1], Path.cwd()):
-        path = base / "notebooks" / NOTEBOOK
-        if path.is_file():
-            return path
-    raise DpnbError(f"expected the tutorial at notebooks/{NOTEBOOK} of a dpnb clone, found none; "
-                    "run `dpnb tutorial` from the clone or pass --notebook PATH")
 
 
 def processes_with_env(name: str, value: str) -> list:
@@ -122,9 +113,12 @@ def run(notebook: str | None = None, timeout: float = 300.0) -> int:
     """Execute the tutorial, print its before/after all_reduce table, check nothing is left."""
     from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
-    path = Path(notebook) if notebook else default_notebook()
+    from .cluster.checks import require_mpi
+
+    path = Path(notebook) if notebook else TUTORIALS / NOTEBOOK
     if not path.is_file():
         raise DpnbError(f"expected a notebook at {path}, found none; pass --notebook PATH")
+    require_mpi()   # before a kernel starts, whose traceback would bury the fix
     print(f"running {path} in a fresh kernel against a fresh 2-engine local cluster", flush=True)
     failures = []
     start = time.monotonic()

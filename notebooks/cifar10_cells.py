@@ -3,7 +3,8 @@ CELLS = [
 ("md", """
 # CIFAR-10 data-parallel training from a notebook
 
-The example script `examples/cifar10/multi_device_multi_process_classification.py` trains
+The example program `dpnb.examples.cifar10` (nnabla-examples'
+`multi_device_multi_process_classification.py`, run with `python -m dpnb.examples.cifar10`) trains
 ResNet-23 data-parallel: every rank reads its own shard of each epoch, the gradients are
 averaged with `all_reduce`, the learning rate is warmed up to base x ranks, and rank 0
 writes monitor files, a plot and checkpoints. Here the same training runs from `%%px`
@@ -19,25 +20,20 @@ cluster = dpnb.start(n=2, timeout=120)
 ## The example's training function on every rank
 
 The script's `main(argv)` takes the same options as its command line. The engines import
-it from the example folder; rank 0 will write its monitor files and checkpoints into a
-temporary folder.
+it from dpnb (`dpnb.examples.cifar10`); rank 0 will write its monitor files and checkpoints
+into a temporary folder.
 """),
 ("code", """
 import tempfile
 from pathlib import Path
 
-example = Path("../examples/cifar10").resolve()
 monitor = tempfile.mkdtemp(prefix="dpnb-cifar10-")
-_ = cluster.view.push({"example": str(example), "monitor": monitor})
+_ = cluster.view.push({"monitor": monitor})
 """),
 ("code", """
 %%px
-import sys
-
 import dpnb
-
-sys.path.insert(0, example)
-from multi_device_multi_process_classification import main
+from dpnb.examples.cifar10 import main
 """),
 ("md", """
 ## A short run

@@ -634,9 +634,10 @@ of their processes is left.
 cluster.stop()
 """, None),
 ("md", r"""
-For training a real model over several processes or machines, see
-`examples/cifar10/multi_device_multi_process_classification.py` and its `.sh` launcher.
+For training a real model over several processes or machines, see the CIFAR-10 notebook
+beside this one and its program, `python -m dpnb.examples.cifar10 --help`, with its
+`mpiexec` launcher `multi_device_multi_process_classification.sh` in the same package.
 """, r"""
-実際のモデルを複数のプロセスやマシンで学習する例は `examples/cifar10/multi_device_multi_process_classification.py` と、その起動用の `.sh` を参照してください。
+実際のモデルを複数のプロセスやマシンで学習する例は、このノートブックの隣にある CIFAR-10 のノートブックと、そのプログラム `python -m dpnb.examples.cifar10 --help`、同じパッケージにある `mpiexec` 起動用の `multi_device_multi_process_classification.sh` を参照してください。
 """),
 ]

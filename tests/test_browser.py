@@ -30,7 +30,7 @@ def lab(tmp_path_factory, ipython_dir):
 
     install(str(ipython_dir), force=True)
     root = tmp_path_factory.mktemp("lab-root")
-    copy_notebooks(TUTORIALS, REPO / "notebooks", root)
+    copy_notebooks(TUTORIALS, REPO / "dpnb" / "tutorials", root)
     home = tmp_path_factory.mktemp("lab-home")
     server = Lab(root, home, ipython_dir, log=home / "jupyter-lab.log")
     yield server
@@ -68,7 +68,7 @@ def stop_leftover_clusters(ipython_dir: Path, profile: str) -> None:
 
 def stored_outputs(name: str):
     """Per code cell of the committed notebook: the output kinds it shows there."""
-    nb = json.loads((REPO / "notebooks" / name).read_text())
+    nb = json.loads((REPO / "dpnb" / "tutorials" / name).read_text())
     kinds = {}
     for i, cell in enumerate(nb["cells"]):
         if cell["cell_type"] == "code":

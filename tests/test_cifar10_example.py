@@ -6,7 +6,6 @@ import ast
 import json
 import re
 import shutil
-from pathlib import Path
 
 import h5py
 import numpy as np
@@ -14,8 +13,7 @@ import pytest
 
 from dpnb.testing import run_script
 
-SCRIPT = (Path(__file__).resolve().parents[1] / "examples" / "cifar10"
-          / "multi_device_multi_process_classification.py")
+from dpnb.examples.cifar10 import SCRIPT
 TINY = ["--dataset", "synthetic", "-b", "4", "--nmaps", "4", "-e", "0.1", "-v", "4", "-s", "4",
         "-m", "2", "--no-progress"]
 

@@ -20,7 +20,8 @@ level and inside functions alike.  The layers, lowest first:
    display use it;
 5. cluster: starting, attaching, driving and stopping clusters, and a cell's life;
 6. notebook: inspection and the ``%dpnb`` magics in the notebook's kernel;
-7. commands: ``dpnb`` (cli, ``__main__``) and its tutorial runner;
+7. commands: ``dpnb`` (cli, ``__main__``), its tutorial runner, and the example programs
+   (``dpnb.examples``), which report their progress to the notebook;
 8. testing: the multi-process test harness (``dpnb.testing``), for tests and
    benchmarks only; it needs no more than the communicators.
 
@@ -52,7 +53,7 @@ LAYERS = {
     "display": ["notebook.table", "notebook.plot", "notebook.progress", "notebook.labels"],
     "cluster": ["cluster"],
     "notebook": ["notebook"],
-    "commands": ["cli", "__main__", "tutorial_command"],
+    "commands": ["cli", "__main__", "tutorial_command", "examples"],
     "testing": ["testing"],
 }
 ORDER = list(LAYERS)

@@ -12,10 +12,11 @@ import pytest
 
 
 from dpnb import cli  # noqa: E402
+from dpnb.errors import DpnbError  # noqa: E402
 from dpnb import tutorial_command as tutorial  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-ENGLISH = REPO / "notebooks" / tutorial.NOTEBOOK
+ENGLISH = REPO / "dpnb" / "tutorials" / tutorial.NOTEBOOK
 TIMEOUT = 300
 COMPARISON = """\
 stage   parameter  norm rank 0  norm rank 1  max |diff|  ranks agree
@@ -82,8 +83,21 @@ def test_missing_notebook_is_an_error_on_one_line(tmp_path, capsys):
     assert "pass --notebook" in err
 
 
-def test_default_notebook_is_the_clones_english_one():
-    assert tutorial.default_notebook() == ENGLISH
+def test_missing_mpi_is_named_before_a_kernel_starts(capsys, monkeypatch):
+    import dpnb.communicators.mpiexec as mpiexec
+    from dpnb.cluster import checks
+
+    monkeypatch.setattr(mpiexec, "find_mpiexec",
+                        lambda: (_ for _ in ()).throw(DpnbError("no mpiexec on PATH")))
+    monkeypatch.setattr(tutorial, "execute", lambda *a: pytest.fail("a kernel was started"))
+    checks.check_mpi_library.cache_clear()
+    try:
+        assert cli.main(["tutorial"]) == 1
+    finally:
+        checks.check_mpi_library.cache_clear()
+    err = capsys.readouterr().err
+    assert err.startswith("dpnb tutorial: MPI engines need mpiexec, which was not usable: "
+                          "neither beside ") and "fix: " in err and err.count("\n") == 1, err
 
 
 def test_rows_agree():

@@ -4,7 +4,6 @@ read to ``<monitor path>/shards-rank<r>.json``, so that the parent can check tha
 ranks' shards are disjoint."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import socket
 import sys
@@ -12,19 +11,10 @@ from pathlib import Path
 
 from mpi4py import MPI
 
-EXAMPLE = (Path(__file__).resolve().parents[2] / "examples" / "cifar10"
-           / "multi_device_multi_process_classification.py")
-
-
-def load_example():
-    spec = importlib.util.spec_from_file_location("cifar10_example", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def main() -> None:
-    example = load_example()
+    from dpnb.examples.cifar10 import multi_device_multi_process_classification as example
     read: dict[int, list[int]] = {}
 
     class RecordedBatches(example.ShardedBatches):

@@ -4,9 +4,9 @@ training on its own shard of every epoch, gradients averaged by all_reduce.
 ResNet-23 on CIFAR-10 (or synthetic CIFAR-like data), a small convolutional
 network on scikit-learn's 8x8 digits:
 
-    mpiexec -n 2 python multi_device_multi_process_classification.py -c cpu --dataset digits
-    mpiexec -n 4 python multi_device_multi_process_classification.py -c cudnn \\
-        --dataset cifar10 --data-dir ~/data --epochs 100
+    mpiexec -n 2 python -m dpnb.examples.cifar10 -c cpu --dataset digits
+    mpiexec -n 4 python -m dpnb.examples.cifar10 -c cudnn --dataset cifar10 --download \\
+        --epochs 100
 
 The first command trains 10 epochs, the digits default (``--epochs`` and
 ``--nmaps`` default per dataset; a value given on the command line wins), and
@@ -45,6 +45,7 @@ from dpnb.data import (ShardedBatches, cifar10_available, download_cifar10, even
 from dpnb.ext_utils import get_extension_context
 from dpnb.formats.files import atomic_write, load_arrays, save_arrays
 from dpnb.models import resnet23_prediction
+from dpnb.utils.data_source_loader import get_data_home
 
 MOMENTUM = 0.9
 WEIGHT_DECAY = 1e-4
@@ -87,7 +88,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--sync-bn", action="store_true",
                    help="batch statistics over the batches of all ranks")
     p.add_argument("--dataset", default="cifar10", choices=["cifar10", "digits", "synthetic"])
-    p.add_argument("--data-dir", default="data", help="where cifar-10-python.tar.gz is")
+    p.add_argument("--data-dir", default=get_data_home(),
+                   help="where cifar-10-python.tar.gz is (default: nnabla's %(default)s)")
     p.add_argument("--download", action="store_true", help="download CIFAR-10 if missing")
     p.add_argument("--resume", action="store_true",
                    help="continue from the latest checkpoint under the monitor path")

@@ -1,0 +1,1 @@
+"""Example programs that ship with dpnb, importable and runnable with ``python -m``."""
