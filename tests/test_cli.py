@@ -59,6 +59,9 @@ def test_profile_install(tmp_path, capsys):
     assert config.read_text() == "c = get_config()\n"
     assert cli.main(["profile", "install", "--ipython-dir", str(tmp_path), "--force"]) == 0
     assert config.read_text() == CONFIG_TEXT
+    backups = list(config.parent.glob("ipcluster_config.py.*.bak"))
+    assert len(backups) == 1 and backups[0].read_text() == "c = get_config()\n"
+    assert f"the config it replaced is kept as {backups[0]}" in capsys.readouterr().out
 
 
 def test_repository_profile_matches_installed_one():
@@ -129,7 +132,7 @@ def test_cluster_start_status_stop(tmp_path):
         time.sleep(0.1)
     assert not any(psutil.pid_exists(p) for p in pids)
     status = _dpnb(["cluster", "status"], env)
-    assert status.returncode == 1 and "no cluster is running" in status.stdout
+    assert status.returncode == 3 and "no cluster is running" in status.stdout
 
 
 def test_cluster_start_refuses_an_open_controller_without_curve(tmp_path, capsys):
@@ -148,7 +151,7 @@ def test_cluster_start_refuses_an_open_controller_without_curve(tmp_path, capsys
 def test_cluster_commands_name_profile_directory_and_cluster_id(tmp_path, capsys):
     profile = tmp_path / "elsewhere"
     options = ["--profile-dir", str(profile), "--cluster-id", "x"]
-    assert cli.main(["cluster", "status", *options]) == 1
+    assert cli.main(["cluster", "status", *options]) == 3
     assert capsys.readouterr().out.strip() == (
         f"no cluster is running in profile directory {profile} (cluster id 'x'); start one "
         f"with `dpnb cluster start --profile-dir {profile} --cluster-id x`")
@@ -175,9 +178,62 @@ def test_version_help_and_usage_mistakes(capsys):
     assert exit_.value.code == 2
     assert "--steps: expected a whole number above 0, got '-3'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        cli.main(["cluster", "--help"])
+        cli.main(["cluster", "stop", "--help"])
     out = " ".join(capsys.readouterr().out.split())    # as argparse wraps it
     assert "seconds to wait for the controller and engines (default: 60)" in out
+    assert "--mpi-args" not in out and "--curve" not in out    # start's own options
+    assert "exit status: 1 an error (its message on stderr), 2 a usage mistake" in out
+    with pytest.raises(SystemExit):
+        cli.main(["cluster", "status", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert ("exit status: 0 the cluster runs, 3 none does, 4 only part of it is left "
+            "(`dpnb cluster stop` ends that); 1 an error") in out
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["cluster", "start", "-n", "0"])
+    assert exit_.value.code == 2
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["run"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "dpnb run: error: expected the program to run and its arguments" in err
+    assert "required" not in err and "args" not in err.replace("arguments", ""), err
+
+
+def test_usage_and_dpnb_errors_are_one_line_without_traceback(tmp_path):
+    """Run as a user would, in a process of its own: no traceback, the status of its kind."""
+    for args, status, message in [
+            (["run", str(tmp_path / "nosuch.py")], 1,
+             f"dpnb run: expected a Python program, found no file '{tmp_path}/nosuch.py'"),
+            (["tutorial", "--notebook", str(tmp_path / "nosuch.ipynb")], 1,
+             f"dpnb tutorial: expected a notebook at {tmp_path}/nosuch.ipynb, found none"),
+            (["cluster", "stop", "--profile-dir", str(tmp_path)], 1,
+             "dpnb cluster stop: no cluster is running in profile directory"),
+            (["cluster", "nosuch"], 2, "dpnb cluster: error: argument ACTION: invalid choice")]:
+        done = subprocess.run([sys.executable, "-m", "dpnb", *args], capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == status, (args, done.stderr)
+        assert done.stderr.splitlines()[-1].startswith(message), (args, done.stderr)
+        assert done.stderr.count("\n") == (1 if status == 1 else 2), done.stderr  # [usage,] message
+        assert "Traceback" not in done.stderr, done.stderr
+
+
+def test_notebooks_are_copied_out_for_jupyterlab(tmp_path, capsys):
+    target = tmp_path / "my notebooks"
+    assert cli.main(["notebooks", str(target)]) == 0
+    shipped = sorted((REPO / "dpnb" / "tutorials").glob("*.ipynb"))
+    assert [p.name for p in shipped] == ["01_data_parallel_training.ipynb",
+                                         "01_data_parallel_training.ja.ipynb",
+                                         "02_cifar10_data_parallel.ipynb"]
+    for notebook in shipped:
+        assert (target / notebook.name).read_bytes() == notebook.read_bytes()
+    assert f"open them with: jupyter lab '{target}'" in capsys.readouterr().out
+    (target / shipped[0].name).write_text("my edits")
+    assert cli.main(["notebooks", str(target)]) == 1          # edits are not lost silently
+    assert "pass --force to replace them" in capsys.readouterr().err
+    assert (target / shipped[0].name).read_text() == "my edits"
+    assert cli.main(["notebooks", str(target), "--force"]) == 0
+    assert (target / shipped[0].name).read_bytes() == shipped[0].read_bytes()
 
 
 def test_a_reader_that_goes_away_ends_the_command_quietly():

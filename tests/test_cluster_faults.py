@@ -130,7 +130,7 @@ def test_status_and_stop_after_the_engines_died(started, security):
     mpiexec = next(p for p, name in zip(found, programs(found)) if name == "mpiexec")
     mpiexec.wait(timeout=30)
     status = dpnb("cluster", "status")
-    assert status.returncode == 2, status.stderr
+    assert status.returncode == 4, status.stderr
     controller = found[0].pid
     assert (f"the controller of the cluster in profile 'mpi' runs (pid {controller}), but no "
             "engines are registered" in status.stdout)
@@ -140,7 +140,7 @@ def test_status_and_stop_after_the_engines_died(started, security):
     assert f"controller {controller}" in stopped.stdout and "schedulers" in stopped.stdout
     assert wait_gone(found) == []
     status = dpnb("cluster", "status")
-    assert status.returncode == 1 and "no cluster is running in profile 'mpi'" in status.stdout
+    assert status.returncode == 3 and "no cluster is running in profile 'mpi'" in status.stdout
     stopped = dpnb("cluster", "stop")
     assert stopped.returncode == 1 and "nothing to stop" in stopped.stderr
 
@@ -183,7 +183,7 @@ def test_a_start_after_a_crash_removes_the_dead_clusters_files(started, security
                                                          f'"pid": {other.pid},')
             (security / name).write_text(text)
         status = dpnb("cluster", "status")
-        assert status.returncode == 1 and "no cluster is running in profile 'mpi'" in status.stdout
+        assert status.returncode == 3 and "no cluster is running in profile 'mpi'" in status.stdout
         assert "files of one that ended without stopping are left" in status.stdout
         found.clear()
         restarted = dpnb("cluster", "start", "-n", "2", "--timeout", str(TIMEOUT))
@@ -206,7 +206,7 @@ def test_stop_after_the_controller_was_killed_ends_schedulers_and_engines(starte
     os.kill(found[0].pid, signal.SIGKILL)
     assert wait_gone(found[:1]) == []
     status = dpnb("cluster", "status")
-    assert status.returncode == 2
+    assert status.returncode == 4
     assert "the controller of the cluster in profile 'mpi' is not running" in status.stdout
     assert "schedulers" in status.stdout and "engines" in status.stdout
     refused = dpnb("cluster", "start", "-n", "2", "--timeout", str(TIMEOUT))
@@ -220,7 +220,7 @@ def test_a_hung_controller_is_reported_and_stopped(started, security):
     found = started()
     found[0].suspend()                                       # SIGSTOP: alive, never answers
     status = dpnb("cluster", "status", "--timeout", "5")
-    assert status.returncode == 2
+    assert status.returncode == 4
     assert (f"the controller (pid {found[0].pid}) of the cluster in profile 'mpi' did not "
             "answer" in status.stderr)
     stopped = dpnb("cluster", "stop", "--timeout", "5")
@@ -276,7 +276,7 @@ def test_a_start_under_way_elsewhere_is_refused(security):
     finally:
         starter.communicate("", timeout=30)
     status = dpnb("cluster", "status", "--cluster-id", "busy")
-    assert status.returncode == 1 and "files of one that ended without stopping" in status.stdout
+    assert status.returncode == 3 and "files of one that ended without stopping" in status.stdout
     stopped = dpnb("cluster", "stop", "--cluster-id", "busy")
     assert stopped.returncode == 0, stopped.stderr
     assert stopped.stdout.strip() == "stopped the cluster in profile 'mpi' (cluster id 'busy')"

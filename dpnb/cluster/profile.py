@@ -4,10 +4,14 @@ works after ``ipcluster start --profile=mpi -n 2``."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import time
 from pathlib import Path
+from typing import NamedTuple
 
 from ..errors import DpnbError
+from ..formats.files import atomic_write
 
 NAME = "mpi"
 # How every engine starts, from ipcluster or dpnb.start: one MPI rank each.
@@ -60,14 +64,28 @@ def name_of(directory: str | os.PathLike) -> str | None:
     return None
 
 
-def install(ipython_dir: str | os.PathLike | None = None, force: bool = False) -> Path:
-    """Write the profile's ipcluster config; a different existing one only with ``force``."""
+class Installed(NamedTuple):
+    """What ``install`` wrote: the config, and where a different one it replaced was kept."""
+    config: Path
+    backup: Path | None
+
+
+def install(ipython_dir: str | os.PathLike | None = None, force: bool = False) -> Installed:
+    """Write the profile's ipcluster config (atomically); a different existing one is
+    replaced only with ``force``, and kept beside it as ``ipcluster_config.py.<time>.bak``."""
     target = profile_dir(ipython_dir) / CONFIG_FILE
-    if target.exists() and target.read_text() != CONFIG_TEXT and not force:
-        raise DpnbError(f"{target} exists and differs from dpnb's profile; keep it, or replace "
-                        "it with `dpnb profile install --force`")
+    backup = None
+    if target.exists() and target.read_text() != CONFIG_TEXT:
+        if not force:
+            raise DpnbError(f"{target} exists and differs from dpnb's profile; keep it, or "
+                            "replace it with `dpnb profile install --force` (which keeps a "
+                            "copy of it beside the new one)")
+        backup = target.with_name(f"{CONFIG_FILE}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
+        shutil.copy2(target, backup)
     for sub in ("", "security", "log", "pid", "startup"):
         (target.parent / sub).mkdir(parents=True, exist_ok=True)
     (target.parent / "security").chmod(0o700)
-    target.write_text(CONFIG_TEXT)
-    return target
+    with atomic_write(target) as f:
+        f.write(CONFIG_TEXT.encode())
+    target.chmod(0o644)   # a config, not a secret: atomic_write's temporaries are private
+    return Installed(target, backup)
