@@ -7,8 +7,8 @@ major while the programs around it (nnabla 1.39 needs 3.20, TensorFlow, ONNX and
 hold 4 to 6) need others. dpnb ships the schema as bytes instead
 (``dpnb/formats/nnabla_pb2.py``, written by ``scripts/make_proto.py``) and builds the
 classes here: the file is added to the default descriptor pool, and each message class
-comes from ``message_factory.GetMessageClass`` (protobuf >= 4.21) or
-``MessageFactory().GetPrototype`` (the only way before it; gone from protobuf 5.x on).
+comes from ``message_factory.GetMessageClass`` (protobuf >= 4.22) or
+``MessageFactory().GetPrototype`` (the only way before 4.22; removed in 6.30).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from google.protobuf import descriptor_pool, message_factory
 from ..errors import DpnbError
 
 _get_message_class = getattr(message_factory, "GetMessageClass", None)
-if _get_message_class is None:  # protobuf 3.20 .. 4.20
+if _get_message_class is None:  # protobuf 3.20 .. 4.21
     _get_message_class = message_factory.MessageFactory().GetPrototype
 
 
