@@ -21,7 +21,7 @@ from .ndarray import NdArray
 
 __all__ = ["Monitor", "MonitorSeries", "MonitorTimeElapsed", "MonitorImage", "MonitorImageTile",
            "tile_images", "plot_series", "plot_time_elapsed", "add_series_listener",
-           "remove_series_listener"]
+           "remove_series_listener", "notify_series_listeners"]
 
 _log = logging.getLogger(__name__)
 SeriesListener = Callable[[str, int, float], Any]  # fn(name, index, value)
@@ -45,8 +45,10 @@ def remove_series_listener(fn: SeriesListener) -> None:
         _series_listeners.remove(fn)
 
 
-def _notify(name: str, index: int, value) -> None:
-    """Tell every listener of one added value; a listener that raises is logged and dropped."""
+def notify_series_listeners(name: str, index: int, value) -> None:
+    """Tell every listener of one value added to the series ``name`` (by dpnb's
+    ``MonitorSeries``, or by the real nnabla's on dpnb's engines); a listener that raises
+    is logged and dropped."""
     if not _series_listeners:
         return
     raw = float(np.mean(value))
@@ -136,7 +138,7 @@ class MonitorSeries:
         value = _host(value, "MonitorSeries.add")
         if isinstance(value, np.ndarray):
             value = value.copy()
-        _notify(self.name, index, value)
+        notify_series_listeners(self.name, index, value)
         self._values.append(value)
         if index - self._flushed_at < self.interval:
             return

@@ -5,6 +5,7 @@ by ``nn.graph_def``."""
 from __future__ import annotations
 
 from . import nnabla_pb2
+from .proto_classes import is_repeated
 
 
 def unique_name(counts: dict[str, int], prefix: str) -> str:
@@ -42,7 +43,7 @@ def message_to_dict(message) -> dict:
             values[field.name] = [int(d) for d in value.dim]
         elif field.message_type is not None:
             values[field.name] = message_to_dict(value)
-        elif field.is_repeated:
+        elif is_repeated(field):
             values[field.name] = list(value)
         else:
             values[field.name] = value

@@ -7,6 +7,7 @@ from google.protobuf.descriptor import FieldDescriptor
 
 from ..formats import nnabla_pb2
 from ..formats.function_specs import exported_types, spec_of_type
+from ..formats.proto_classes import is_repeated
 
 _SCALARS = {FieldDescriptor.TYPE_INT64: "int64", FieldDescriptor.TYPE_FLOAT: "float",
             FieldDescriptor.TYPE_DOUBLE: "double", FieldDescriptor.TYPE_BOOL: "bool",
@@ -16,7 +17,7 @@ _SCALARS = {FieldDescriptor.TYPE_INT64: "int64", FieldDescriptor.TYPE_FLOAT: "fl
 def _type_of(field: FieldDescriptor) -> str:
     """nnabla's name of an argument's type: ``int64``, ``repeated float``, ``Shape`` ..."""
     name = field.message_type.name if field.message_type is not None else _SCALARS[field.type]
-    return f"repeated {name}" if field.is_repeated else name
+    return f"repeated {name}" if is_repeated(field) else name
 
 
 def get_function_info() -> dict[str, dict]:

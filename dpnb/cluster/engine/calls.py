@@ -24,6 +24,8 @@ import time
 
 import numpy as np
 
+from .nnabla_programs import is_nnabla_object, nnabla_to_host, parameters
+
 KEY = "dpnb_progress"
 
 
@@ -39,10 +41,13 @@ def identity() -> dict:
 
 
 def to_host(value):
-    """``value`` with NdArrays, Variables (their data) and CuPy arrays replaced by NumPy arrays."""
+    """``value`` with NdArrays, Variables (their data) and CuPy arrays replaced by NumPy
+    arrays: dpnb's, and the real nnabla's where the engine's program uses it."""
     from ...graph import Variable
     from ...ndarray import NdArray
 
+    if is_nnabla_object(value):
+        return nnabla_to_host(value)
     if isinstance(value, Variable):
         value = value.data
     if isinstance(value, NdArray):
@@ -80,6 +85,11 @@ def pack(named: list, gradients: bool = False) -> tuple:
 
     names = iter([name for name, _ in named])
     layout, buffers = [], []
+    if any(is_nnabla_object(v) for _, v in named):  # the real nnabla's: an array each
+        for name, v in named:
+            buffers.append(np.array(v.g if gradients else v.d, copy=True).reshape(-1))
+            layout.append((name, len(buffers) - 1, 0, tuple(v.shape)))
+        return (layout, *buffers)
     for run in contiguous_runs([v for _, v in named]):
         buffers.append(to_host(run.grad() if gradients else run.data()))
         layout += [(next(names), len(buffers) - 1, offset, v.shape)
@@ -96,18 +106,14 @@ def unpack(packed) -> list:
 
 def gradients() -> tuple:
     """Every trainable parameter's gradient, packed: ``unpack`` gives [(name, array), ...]."""
-    from ...parameter import get_parameters
-
-    return pack(list(get_parameters().items()), gradients=True)
+    return pack(list(parameters(grad_only=True).items()), gradients=True)
 
 
 def checksums() -> list:
     """A digest of every parameter's bytes, shape and dtype: [(name, digest), ...]."""
-    from ...parameter import get_parameters
-
     sums = []
-    for name, v in get_parameters(grad_only=False).items():
-        array = np.ascontiguousarray(to_host(v.data))
+    for name, v in parameters(grad_only=False).items():
+        array = np.ascontiguousarray(to_host(v))
         digest = hashlib.blake2b(array.view(np.uint8).reshape(-1), digest_size=16).hexdigest()
         sums.append((name, f"{array.dtype}{array.shape}:{digest}"))
     return sums
@@ -115,9 +121,7 @@ def checksums() -> list:
 
 def parameter_values(names: list[str]) -> tuple:
     """The values of the named parameters, packed: ``unpack`` gives [(name, array), ...]."""
-    from ...parameter import get_parameters
-
-    params = get_parameters(grad_only=False)
+    params = parameters(grad_only=False)
     return pack([(name, params[name]) for name in names if name in params])
 
 @dataclasses.dataclass

@@ -106,12 +106,15 @@ def _use_local_gpu(local_rank: int) -> str:
 
 def _stand_in_for_nnabla() -> None:
     """Let the user's ``import nnabla`` lines give dpnb (unless the real nnabla is
-    installed), and feed their ``MonitorSeries`` losses to the notebook's progress."""
+    installed), and feed their ``MonitorSeries`` losses to the notebook's progress:
+    dpnb's, or the real nnabla's once the program imports ``nnabla.monitor``."""
     from ...monitor import add_series_listener
     from ...nnabla_alias import use_as_nnabla_unless_installed
     from .calls import SeriesFeed
+    from .nnabla_programs import follow_nnabla_monitor_series
 
-    use_as_nnabla_unless_installed()
+    if not use_as_nnabla_unless_installed():
+        follow_nnabla_monitor_series()
     add_series_listener(SeriesFeed())
 
 
