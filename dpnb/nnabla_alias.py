@@ -106,7 +106,16 @@ def active() -> bool:
 
 def use_as_nnabla() -> None:
     """Make ``import nnabla``, ``nnabla.*`` and ``nnabla_ext.*`` give dpnb's modules
-    in this interpreter (a notebook, an engine, a script run by ``dpnb run``)."""
+    in this interpreter (a notebook, an engine, a script run by ``dpnb run``).
+
+    A second call does nothing.  Modules dpnb lacks raise ``ModuleNotFoundError``
+    naming them.
+
+    Raises
+    ------
+    DpnbError
+        Where the real nnabla is installed: dpnb never shadows it.
+    """
     if active():
         return
     location = real_nnabla_location()
