@@ -29,6 +29,7 @@ source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build"]
 myst_heading_anchors = 3
 myst_enable_extensions = ["dollarmath"]
+smartquotes = False   # quotes stay as typed: names, commands and figures are searched as written
 
 napoleon_google_docstring = False
 napoleon_numpy_docstring = True
