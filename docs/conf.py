@@ -36,6 +36,7 @@ napoleon_numpy_docstring = True
 napoleon_use_rtype = False
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
+autodoc_typehints_description_target = "documented"   # no stub lists for undocumented arguments
 # the optional packages some modules import (ipyparallel, mpi4py) are there in the test
 # extra; nothing is mocked, so a reference that fails to import fails the build
 

@@ -551,9 +551,11 @@ class Cluster:
 
     @property
     def state_dir(self) -> str:
-        """Where the engines' ``TrainingState`` commits live: ``env["DPNB_STATE_DIR"]`` if
-        given, else ``dpnb-state-<cluster id>`` in the cluster's profile, which stop()
-        removes.  On several hosts it must be a path they all see."""
+        """The folder of the engines' ``TrainingState`` commits.
+
+        ``env["DPNB_STATE_DIR"]`` if given, else ``dpnb-state-<cluster id>`` in the
+        cluster's profile, which stop() removes.  On several hosts it must be a path
+        they all see."""
         if self.ipp is None:
             raise DpnbError("the cluster is not started; start() gives it a state directory")
         return state_directory({**self.env, "IPP_PROFILE_DIR": self.ipp.profile_dir,
