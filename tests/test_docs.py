@@ -50,7 +50,7 @@ RUN = {
     f"-o {RUN_DIR} --result {RUN_DIR}": "Training loss",
     f".venv/bin/python -m dpnb run tests/nnabla_programs/classification.py -o {RUN_DIR} "
     f"--result {RUN_DIR}": "Training loss",
-    ".venv/bin/dpnb notebooks --help": "notebooks",
+    ".venv/bin/dpnb notebooks ~/dpnb-tutorials": "copied",     # with HOME in pytest's tmp_path
 }
 TOP_LEVEL = {p.name for p in REPO.iterdir() if not p.name.startswith(".")} | {".ci"}
 
@@ -307,7 +307,7 @@ def test_the_cheap_commands_run_as_written(command, tmp_path):
     shown = shlex.join(shlex.split(command))
     assert shown in {line for _, line in command_lines()}, f"{command!r} is no longer shown"
     shutil.rmtree(RUN_DIR, ignore_errors=True)
-    env = {**os.environ, "IPYTHONDIR": str(tmp_path / "ipython")}
+    env = {**os.environ, "IPYTHONDIR": str(tmp_path / "ipython"), "HOME": str(tmp_path)}
     done = subprocess.run(["bash", "-c", command.replace(".venv/bin/", f"{BIN}/")], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=120)
     output = done.stdout + done.stderr
@@ -318,6 +318,10 @@ def test_the_cheap_commands_run_as_written(command, tmp_path):
         assert sorted(p.name for p in Path(RUN_DIR).glob("rank*.json")) == \
             [f"rank{r}.json" for r in range(ranks)]
         shutil.rmtree(RUN_DIR, ignore_errors=True)
+    if " notebooks " in command:
+        copied = sorted(p.name for p in (tmp_path / "dpnb-tutorials").glob("*.ipynb"))
+        assert copied == ["01_data_parallel_training.ipynb", "01_data_parallel_training.ja.ipynb",
+                          "02_cifar10_data_parallel.ipynb"]
 
 
 def test_the_readmes_links_lead_somewhere():
