@@ -258,7 +258,11 @@ def check_command(words: list[str], extras: set[str]) -> list[str]:
             if parsed.command == "run" and not (REPO / script).is_file():
                 problems.append(f"dpnb run: no program {script}")
     elif Path(words[0]).name.startswith("python") and words[1:2] == ["-m"]:
-        if importlib.util.find_spec(words[2]) is None:
+        try:
+            found = importlib.util.find_spec(words[2])
+        except ModuleNotFoundError:      # its package is missing
+            found = None
+        if found is None:
             problems.append(f"no module {words[2]}")
     elif Path(words[0]).name.startswith("python") and len(words) > 1:
         if not (REPO / words[1]).is_file():
