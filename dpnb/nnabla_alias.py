@@ -72,7 +72,7 @@ class _NnablaFinder(importlib.abc.MetaPathFinder):
         if spec is None:
             raise ModuleNotFoundError(
                 f"No module named {fullname!r}: dpnb, standing in for nnabla in this process "
-                f"(dpnb.use_as_nnabla), has no {name!r}; see dpnb's README for the nnabla "
+                f"(dpnb.use_as_nnabla), has no {name!r}; docs/nnabla.md of dpnb lists the nnabla "
                 "modules it provides", name=fullname)
         return importlib.util.spec_from_loader(
             fullname, _AliasLoader(name), is_package=spec.submodule_search_locations is not None)
