@@ -51,6 +51,7 @@ RUN = {
     f".venv/bin/python -m dpnb run tests/nnabla_programs/classification.py -o {RUN_DIR} "
     f"--result {RUN_DIR}": "Training loss",
     ".venv/bin/dpnb notebooks ~/dpnb-tutorials": "copied",     # with HOME in pytest's tmp_path
+    ".venv/bin/python docs/_ext/benchmark_table.py": "| what | dpnb | reference (same run) |",
 }
 TOP_LEVEL = {p.name for p in REPO.iterdir() if not p.name.startswith(".")} | {".ci"}
 
