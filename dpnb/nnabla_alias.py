@@ -72,7 +72,7 @@ class _NnablaFinder(importlib.abc.MetaPathFinder):
         if spec is None:
             raise ModuleNotFoundError(
                 f"No module named {fullname!r}: dpnb, standing in for nnabla in this process "
-                f"(dpnb.use_as_nnabla), has no {name!r}; see dpnb's README for the nnabla "
+                f"(dpnb.use_as_nnabla), has no {name!r}; docs/nnabla.md of dpnb lists the nnabla "
                 "modules it provides", name=fullname)
         return importlib.util.spec_from_loader(
             fullname, _AliasLoader(name), is_package=spec.submodule_search_locations is not None)
@@ -106,7 +106,16 @@ def active() -> bool:
 
 def use_as_nnabla() -> None:
     """Make ``import nnabla``, ``nnabla.*`` and ``nnabla_ext.*`` give dpnb's modules
-    in this interpreter (a notebook, an engine, a script run by ``dpnb run``)."""
+    in this interpreter (a notebook, an engine, a script run by ``dpnb run``).
+
+    A second call does nothing.  Modules dpnb lacks raise ``ModuleNotFoundError``
+    naming them.
+
+    Raises
+    ------
+    DpnbError
+        Where the real nnabla is installed: dpnb never shadows it.
+    """
     if active():
         return
     location = real_nnabla_location()

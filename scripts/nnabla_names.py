@@ -1,8 +1,8 @@
-"""Which of nnabla 1.39's public names dpnb has, module by module, as the README's table.
+"""Which of nnabla 1.39's public names dpnb has, module by module, as the table of docs/nnabla.md.
 
 The names come from tests/fixtures/nnabla/names.json (recorded from nnabla by
 record_names.py there).  ``python scripts/nnabla_names.py`` prints the table;
-``--write`` puts it into README.md between its markers; ``--missing`` lists
+``--write`` puts it into docs/nnabla.md between its markers; ``--missing`` lists
 every name dpnb lacks."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 NAMES = REPO / "tests" / "fixtures" / "nnabla" / "names.json"
-README = REPO / "README.md"
+PAGE = REPO / "docs" / "nnabla.md"   # the nnabla compatibility page
 START, END = "<!-- nnabla-names:start -->", "<!-- nnabla-names:end -->"
 LISTED = 12  # missing names shown in the table; longer lists are counted
 # The modules whose every missing name is listed, with the short names programs give them.
@@ -89,20 +89,20 @@ def table() -> str:
 
 
 def marked_span(text: str) -> tuple[int, int]:
-    """Where the table stands in the README text: between the markers."""
+    """Where the table stands in the page's text: between the markers."""
     if START not in text or END not in text:
-        raise SystemExit(f"README.md lacks the markers {START} ... {END}")
+        raise SystemExit(f"{PAGE} lacks the markers {START} ... {END}")
     return text.index(START) + len(START), text.index(END)
 
 
-def readme_table(text: str) -> str:
+def page_table(text: str) -> str:
     begin, end = marked_span(text)
     return text[begin:end].strip("\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--write", action="store_true", help="update README.md in place")
+    parser.add_argument("--write", action="store_true", help="update docs/nnabla.md in place")
     parser.add_argument("--missing", action="store_true", help="list every missing name")
     args = parser.parse_args(argv)
     if args.missing:
@@ -111,9 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     block = table()
     if args.write:
-        text = README.read_text()
+        text = PAGE.read_text()
         begin, end = marked_span(text)
-        README.write_text(f"{text[:begin]}\n{block}\n{text[end:]}")
+        PAGE.write_text(f"{text[:begin]}\n{block}\n{text[end:]}")
     else:
         print(block)
     return 0

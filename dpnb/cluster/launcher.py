@@ -42,14 +42,61 @@ def default_n() -> int:
 class Cluster:
     """MPI-mode IPython-parallel engines, one per rank, driven from this process.
 
-    ``n`` engines (default: GPUs, else CPU cores).  ``mpi_args`` go to mpiexec
-    (e.g. ``["-f", "hostfile"]`` for several hosts), ``env`` into the engines'
-    environment.  ``engines="slurm"`` submits them instead as one Slurm job of
-    ``n`` tasks (``srun --mpi=pmi2``, see ``dpnb.cluster.slurm``); no other
-    launcher is accepted.  The controller listens on 127.0.0.1 unless ``ip``
-    says otherwise (``"*"`` for every interface), which needs ``curve=True``
-    (ipyparallel's CurveZMQ encryption) or, on a network you trust, ``insecure=True``.
-    Other keywords go to ``ipyparallel.Cluster``."""
+    Made by ``dpnb.start`` (which also starts it), or made here and started with
+    ``start()`` or a ``with`` block.  Engine ids equal MPI ranks; ``view`` is a
+    blocking DirectView over them in rank order, which ``%%px`` uses.
+
+    Parameters
+    ----------
+    n : int, optional
+        Engines (MPI ranks) to start.  Default: one per GPU, else one per CPU core.
+    engines : {"mpi", "slurm"}
+        ``"mpi"`` starts them under mpiexec; ``"slurm"`` submits them as one Slurm
+        job of ``n`` tasks (``srun --mpi=pmi2``, see ``dpnb.cluster.slurm``, with
+        sbatch's options as ``SBATCH_*`` variables in ``env``).  No other launcher
+        is accepted.
+    mpi_args : sequence of str
+        Extra mpiexec arguments, e.g. ``["-f", "hostfile"]`` for several hosts.
+    env : dict of str to str, optional
+        Variables set in the engines' environment (e.g. ``DPNB_COMM_TIMEOUT``,
+        ``DPNB_STATE_DIR``).
+    timeout : float
+        Seconds to wait for the controller and for every engine to register
+        (default 60); past it the start fails with the end of the engine log.
+    ip : str, optional
+        The address the controller listens on; default 127.0.0.1.  ``"*"`` means
+        every interface; anything beyond 127.0.0.1 needs ``curve`` or ``insecure``.
+    location : str, optional
+        This host's name as the engines reach it (written into the connection file).
+    curve : bool
+        Encrypt and authenticate with ipyparallel's CurveZMQ.
+    insecure : bool
+        Allow an ``ip`` beyond 127.0.0.1 without ``curve``, on a network you trust.
+    profile, profile_dir : str, optional
+        The IPython profile (by name, or its directory) whose files the cluster
+        uses; one cluster runs per profile and cluster id.
+    progress : bool
+        Show the progress bar and live loss curve that ``dpnb.notebook.report``
+        feeds, in the cell that runs the loop.
+    stop_at_exit : bool
+        End the cluster with this process, even when it is killed (a watchdog
+        child does it); False leaves it running, as ``dpnb cluster start`` does.
+    **ipp_options
+        Passed on to ``ipyparallel.Cluster`` (e.g. ``cluster_id``,
+        ``controller_args``).
+
+    Raises
+    ------
+    DpnbError
+        For ``n`` below 1, an unknown ``engines``, or an ``ip`` beyond loopback
+        without ``curve`` or ``insecure``.
+
+    Examples
+    --------
+    >>> with dpnb.Cluster(n=2) as cluster:            # doctest: +SKIP
+    ...     cluster.view.apply_sync(lambda: 1)
+    [1, 1]
+    """
 
     def __init__(self, n: int | None = None, *, engines: str = "mpi",
                  mpi_args: Sequence[str] = (), env: dict[str, str] | None = None,
@@ -115,7 +162,20 @@ class Cluster:
         return ipp.Cluster(**options)
 
     def start(self) -> Cluster:
-        """Start the controller and ``n`` engines; return when all are ready (or raise)."""
+        """Start the controller and ``n`` engines; return when all are ready.
+
+        Returns
+        -------
+        Cluster
+            This cluster, now running and current (``%%px``, ``dpnb.gather``).
+
+        Raises
+        ------
+        DpnbError
+            When it already runs, when another cluster runs on the same profile and
+            cluster id, or when the controller or engines do not come within
+            ``timeout`` (with the end of their log); what was started is stopped.
+        """
         if self.ipp is not None:
             raise DpnbError("this cluster is already running; call stop() or restart() first")
         self.ipp = self._make_ipp_cluster()
@@ -315,8 +375,30 @@ class Cluster:
 
         Waits up to ``timeout`` for a controller that is still starting and for engines
         that are still registering.  Where its engines died it is attached but not
-        ``running``: ``restart()`` starts engines, ``stop()`` ends it.  A DpnbError says
-        what to do where no cluster runs, its controller is gone or its engines do not come."""
+        ``running``: ``restart()`` starts engines, ``stop()`` ends it.
+
+        Parameters
+        ----------
+        profile : str, optional
+            The IPython profile it was started in (default ``"mpi"``).
+        cluster_id : str
+            Its cluster id, for several clusters in one profile.
+        timeout : float
+            Seconds to wait for the controller and the engines.
+        profile_dir : str, optional
+            The profile's directory, instead of ``profile``.
+
+        Returns
+        -------
+        Cluster
+            The attached cluster; it does not end with this process.
+
+        Raises
+        ------
+        DpnbError
+            Where no cluster runs there, its controller is gone, or its engines do
+            not register within ``timeout``; the message says what to do.
+        """
         self = cls.connect(profile, cluster_id, timeout, profile_dir=profile_dir, wait=True)
         registry.make_current(self)
         return self
@@ -399,7 +481,13 @@ class Cluster:
         return self._owned.pids if self._owned is not None else []
 
     def topology(self) -> Table:
-        """Rank, engine id, host, pid and device of every engine."""
+        """Rank, engine id, host, pid, local rank and device of every engine.
+
+        Returns
+        -------
+        Table
+            One row per engine, in rank order; shown as HTML in a notebook.
+        """
         self._require_running()
         rows = self.view.apply_sync(calls.identity)
         table = [[r["rank"], eid, r["host"], r["pid"], r["local_rank"], r["device"]]
@@ -416,9 +504,20 @@ class Cluster:
     def restart(self, resume: bool = False) -> Cluster:
         """Fresh engines (empty namespaces) with the same controller; ids equal ranks again.
 
-        ``resume=True`` keeps the session: the journal's cells run again on the fresh
-        engines (training cells excepted, see ``dpnb.cluster.journal``) and the last
-        complete ``TrainingState`` commit is restored; without it the journal starts afresh."""
+        Parameters
+        ----------
+        resume : bool
+            Keep the session: the journal's cells run again on the fresh engines
+            (training cells excepted, see ``dpnb.cluster.journal``) and the last
+            complete ``TrainingState`` commit is restored.  Without it the journal
+            starts afresh.
+
+        Returns
+        -------
+        Cluster
+            This cluster, running again.  A cluster not started yet is started; one
+            whose controller is gone gets a new controller too (not with ``resume``).
+        """
         if self.ipp is None:
             return self.start()
         if not self._controller_alive():  # stopped from outside: a new controller too
@@ -452,9 +551,11 @@ class Cluster:
 
     @property
     def state_dir(self) -> str:
-        """Where the engines' ``TrainingState`` commits live: ``env["DPNB_STATE_DIR"]`` if
-        given, else ``dpnb-state-<cluster id>`` in the cluster's profile, which stop()
-        removes.  On several hosts it must be a path they all see."""
+        """The folder of the engines' ``TrainingState`` commits.
+
+        ``env["DPNB_STATE_DIR"]`` if given, else ``dpnb-state-<cluster id>`` in the
+        cluster's profile, which stop() removes.  On several hosts it must be a path
+        they all see."""
         if self.ipp is None:
             raise DpnbError("the cluster is not started; start() gives it a state directory")
         return state_directory({**self.env, "IPP_PROFILE_DIR": self.ipp.profile_dir,
@@ -496,7 +597,9 @@ class Cluster:
     def stop(self) -> None:
         """Stop engines and controller; end whatever of the cluster is still alive (the
         controller's schedulers and orphaned engines included) and remove its files.
-        Idempotent."""
+
+        Idempotent.  The state directory that ``restart(resume=True)`` reads is
+        removed too, unless ``env`` named one (``DPNB_STATE_DIR``)."""
         if self._monitor is not None:
             self._monitor.stop()
             self._monitor = None
@@ -564,11 +667,37 @@ def _ipython():
 
 
 def start(n: int | None = None, **options) -> Cluster:
-    """Start ``n`` MPI engines (default: one per GPU, else per CPU core) and return the cluster.
+    """Start ``n`` MPI engines and return the cluster.
 
-    Options are those of ``Cluster``.  The cluster becomes the one that
-    ``dpnb.gather`` and the ``%dpnb`` magics use.  Refused while a cluster started or
-    attached by this process runs: one process drives one cluster."""
+    The cluster becomes the one that ``%%px``, ``dpnb.gather`` and the ``%dpnb``
+    magics use.  Start and stop print nothing.
+
+    Parameters
+    ----------
+    n : int, optional
+        Engines (MPI ranks).  Default: one per GPU, else one per CPU core.
+    **options
+        Those of `Cluster`: ``timeout``, ``mpi_args``, ``env``, ``engines``, ``ip``,
+        ``location``, ``curve``, ``profile``, ``stop_at_exit`` ...
+
+    Returns
+    -------
+    Cluster
+        The running cluster; ``cluster.stop()`` ends it.
+
+    Raises
+    ------
+    DpnbError
+        While a cluster started or attached by this process runs (one process
+        drives one cluster; ``dpnb.current()`` gives it), or when the cluster
+        cannot start (see `Cluster.start`).
+
+    Examples
+    --------
+    >>> cluster = dpnb.start(n=2)     # doctest: +SKIP
+    >>> cluster.topology()            # doctest: +SKIP
+    >>> cluster.stop()                # doctest: +SKIP
+    """
     running = registry.active()
     if running is not None:
         where = files.place(running.ipp.profile_dir, running.ipp.cluster_id)

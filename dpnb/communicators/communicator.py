@@ -37,12 +37,31 @@ _NOT_INITIALISED = "the communicator is not initialised: call comm.init() first"
 class MultiProcessCommunicator:
     """Collectives between the processes of an MPI job, one process per device.
 
+    Also ``MultiProcessDataParallelCommunicator`` (and nnabla's misspelt
+    ``MultiProcessDataParalellCommunicator``).  Call ``init()`` on every rank before
+    the first collective.
+
     Properties tune it (set them the same on every rank): ``timeout``,
     ``stall_seconds``, ``check_agreement``, ``use_nccl`` (read by ``init``),
     ``segment_bytes`` and ``bucket_bytes``; their defaults come from the
     ``DPNB_COMM_*`` environment variables (the table in
     ``dpnb.communicators.settings``).  ``collectives_issued`` counts the data
-    collectives sent, ``plans_built`` the schedules made."""
+    collectives sent, ``plans_built`` the schedules made.
+
+    Parameters
+    ----------
+    ctx : Context, optional
+        The context whose device the rank uses (``init`` sets its ``device_id`` to
+        the local rank) and whose type collectives cast narrower floats to.
+        Default: the current context.
+
+    Examples
+    --------
+    >>> comm = C.MultiProcessCommunicator(ctx)                   # doctest: +SKIP
+    >>> comm.init()                                              # doctest: +SKIP
+    >>> comm.all_reduce([p.grad for p in nn.get_parameters().values()],
+    ...                 division=True)                            # doctest: +SKIP
+    """
 
     def __init__(self, ctx: Context | None = None):
         self.ctx = ctx if ctx is not None else get_current_context()
@@ -54,7 +73,16 @@ class MultiProcessCommunicator:
     # -- set-up ---------------------------------------------------------------
     def init(self) -> None:
         """Join the MPI job: learn size, rank and local rank, and set
-        ``ctx.device_id`` to the local rank (one device per process on a host)."""
+        ``ctx.device_id`` to the local rank (one device per process on a host).
+
+        Collective: every rank of the job calls it.  A second call does nothing.
+
+        Raises
+        ------
+        DpnbError
+            Where mpi4py or an MPI library is missing (the message says what to
+            install).
+        """
         if self._groups:
             return
         try:
@@ -244,7 +272,25 @@ class MultiProcessCommunicator:
         storage: ``reducer.all_reduce()`` after backward, or
         ``loss.backward(communicator_callbacks=reducer)`` to reduce packs of about
         ``pack_size`` elements while backward runs.  It follows the storage when
-        it grows, and the solver when its parameters change."""
+        it grows, and the solver when its parameters change.
+
+        Parameters
+        ----------
+        solver : dpnb solver
+            A solver with its parameters set (``solver.set_parameters(...)``).
+        division : bool
+            Average (True, the default) or sum the gradients over the group.
+        pack_size : int
+            Elements per pack sent while backward runs (default 2 << 20, as
+            nnabla's ``get_all_reduce_callback``).
+        group : str
+            The group to reduce over (``new_group``); default ``"world"``.
+
+        Returns
+        -------
+        GradientReducer
+            Callable as a communicator callback; ``all_reduce()`` after backward.
+        """
         operation = "gradient_reducer"
         exchange = self._usable()
         g = self._member_group(group, operation)
@@ -259,12 +305,33 @@ class MultiProcessCommunicator:
                             group: str = "world", scale_grad: float = 1,
                             keep_dtype: bool = False) -> GradientReducer:
         """A callback for ``loss.backward(communicator_callbacks=...)`` that
-        all-reduces ``data`` while backward runs, in packs of about ``pack_size``
-        elements, each as soon as all of its gradients are complete; each gradient is
-        multiplied by ``scale_grad`` first (to cancel a loss scale, as in nnabla).
-        Gradients of a narrower float type end in the communicator's, as nnabla's,
-        unless ``keep_dtype`` (for mixed precision, and for narrowed arrays, which
-        cannot be cast); they are summed in at least float32 either way."""
+        all-reduces ``data`` while backward runs, each pack as soon as all of its
+        gradients are complete.
+
+        Parameters
+        ----------
+        data : list of NdArray
+            The gradients to reduce (e.g. ``[p.grad for p in params]``).
+        pack_size : int
+            Elements per pack, above 0.
+        division : bool
+            Average instead of sum.
+        group : str
+            The group (``new_group``); default ``"world"``.
+        scale_grad : float
+            Each gradient is multiplied by it first (to cancel a loss scale, as in
+            nnabla).
+        keep_dtype : bool
+            Keep gradients of a narrower float type in their own type (for mixed
+            precision, and for narrowed arrays, which cannot be cast); by default
+            they end in the communicator's, as nnabla's do.  They are summed in at
+            least float32 either way.
+
+        Returns
+        -------
+        GradientReducer
+            The callback; also ``all_reduce()`` after backward.
+        """
         operation = "all_reduce_callback"
         exchange = self._usable()
         g = self._member_group(group, operation)
@@ -289,11 +356,32 @@ class MultiProcessCommunicator:
     # -- collectives ----------------------------------------------------------
     def all_reduce(self, data, division: bool = False, inplace: bool = False,
                    group: str = "world") -> None:
-        """Sum ``data`` (an NdArray, array, or list of them) over the group, in place
-        on every rank; ``division=True`` gives the mean.  ``inplace`` is accepted for
-        nnabla compatibility: dpnb always writes back in place and chooses the
-        packing itself.  NdArrays of a narrower float type than the communicator's
-        are cast to it first, as in nnabla (every collective here does so)."""
+        """Sum ``data`` over the group, in place on every rank.
+
+        NdArrays of a narrower float type than the communicator's are cast to it
+        first, as in nnabla (every collective here does so).
+
+        Parameters
+        ----------
+        data : NdArray, numpy.ndarray, cupy.ndarray, or a list of them
+            The arrays to reduce; the results are written back into them.
+        division : bool
+            Divide the sum by the group's size (the mean).
+        inplace : bool
+            Accepted for nnabla compatibility: dpnb always writes back in place and
+            chooses the packing itself.
+        group : str
+            The group (``new_group``); default ``"world"``.
+
+        Raises
+        ------
+        AgreementError
+            Where the ranks' calls differ (operation, group, count, dtypes, shapes);
+            every rank raises, instead of hanging.
+        CommunicatorTimeout, CommunicatorInterrupted
+            After ``timeout`` seconds, or on Ctrl-C / ipyparallel's interrupt; the
+            communicator is then broken.
+        """
         self._run("all_reduce", data, group, -1, division)
 
     def reduce(self, data, dst: int, division: bool = False, inplace: bool = False,

@@ -59,14 +59,39 @@ class PerRank(ShownAsTable, dict):
 
 
 def gather(expression: str, view=None) -> PerRank:
-    """Evaluate ``expression`` (a name or any expression) on every engine: rank -> value."""
+    """Evaluate ``expression`` on every engine and bring the values here.
+
+    Parameters
+    ----------
+    expression : str
+        A name or any Python expression, evaluated in each engine's namespace.
+    view : ipyparallel.DirectView, optional
+        The engines to ask; default: the current cluster's view.
+
+    Returns
+    -------
+    PerRank
+        Rank -> value (a dict, shown as a table in a notebook).
+    """
     view = _view(view)
     values = view.apply_sync(calls.evaluate, expression)
     return PerRank(dict(zip(view.targets, values)), title=expression)
 
 
 def gather_grads(view=None) -> PerRank:
-    """Every parameter gradient from every rank: rank -> {name: array}."""
+    """Every parameter's gradient from every rank.
+
+    Parameters
+    ----------
+    view : ipyparallel.DirectView, optional
+        The engines to ask; default: the current cluster's view.
+
+    Returns
+    -------
+    PerRank
+        Rank -> {parameter name: gradient as a NumPy array}, the names as
+        ``nn.get_parameters()`` gives them on each engine.
+    """
     view = _view(view)
     values = view.apply_sync(calls.gradients)
     return PerRank({rank: dict(calls.unpack(v)) for rank, v in zip(view.targets, values)},
@@ -127,7 +152,24 @@ class Comparison(ShownAsTable):
 
 
 def compare(before: dict, after: dict | None = None, atol: float = 0.0) -> Comparison:
-    """Compare ranks in one or two gathers (e.g. gradients before and after all_reduce)."""
+    """Compare ranks in one or two gathers (e.g. gradients before and after all_reduce).
+
+    Parameters
+    ----------
+    before : dict
+        A gather: rank -> array, or rank -> {name: array} (as `gather_grads` gives).
+    after : dict, optional
+        A second gather of the same names, compared as the stage "after".
+    atol : float
+        The largest absolute difference between ranks that still counts as agreeing
+        (default 0: identical).
+
+    Returns
+    -------
+    Comparison
+        Per name and stage, each rank's norm, the largest difference from rank 0 and
+        whether the ranks agree; ``agree("after")`` answers for a whole stage.
+    """
     stages = [("before", before), ("after", after)] if after is not None else [("", before)]
     rows: list[Row] = []
     ranks = sorted(before)
@@ -173,7 +215,22 @@ class SyncReport(ShownAsTable):
 
 
 def check_sync(view=None) -> SyncReport:
-    """Compare parameter checksums computed on the engines; pull only parameters that differ."""
+    """Whether the parameters are identical on every rank.
+
+    Checksums are computed on the engines; only the parameters that differ are
+    pulled into the notebook.
+
+    Parameters
+    ----------
+    view : ipyparallel.DirectView, optional
+        The engines to ask; default: the current cluster's view.
+
+    Returns
+    -------
+    SyncReport
+        ``in_sync`` is True where every parameter is identical across ranks;
+        ``differing`` holds the values of those that are not.
+    """
     view = _view(view)
     ranks = list(view.targets)
     sums = {rank: dict(s) for rank, s in zip(ranks, view.apply_sync(calls.checksums))}

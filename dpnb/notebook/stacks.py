@@ -149,9 +149,22 @@ class Stacks(ShownAsTable):
 def where(view=None, timeout: float = 2.0) -> Stacks:
     """Every engine's current Python stack, within ``timeout`` seconds, busy or not.
 
-    ``view`` defaults to the current cluster's.  Engines that send nothing in time
-    (stopped, dead, or a C call holding the GIL the whole time) are listed as not
-    answering."""
+    Engines that send nothing in time (stopped, dead, or a C call holding the GIL
+    the whole time) are listed as not answering.
+
+    Parameters
+    ----------
+    view : ipyparallel.DirectView, optional
+        The engines to ask; default: the current cluster's view.
+    timeout : float
+        Seconds to wait for the answers (default 2).
+
+    Returns
+    -------
+    Stacks
+        A table of each rank's host, pid, state and innermost frames; ``.stacks[rank]``
+        holds every thread's stack as text.
+    """
     if (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
             or not 0 < timeout < math.inf):
         raise DpnbError(f"where() needs a finite timeout above 0 seconds, got {timeout!r}")

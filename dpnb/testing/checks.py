@@ -74,7 +74,7 @@ class Checks:
               relative: bool = False) -> bool:
         """``got`` (NumPy or CuPy) has ``expected``'s dtype and shape and is within ``tol``
         of it: absolute and relative elementwise (as ``np.allclose``), or with ``relative``
-        the largest error over the largest finite |expected|.  ``tol`` defaults by dtype
+        the largest error over the largest finite ``|expected|``.  ``tol`` defaults by dtype
         (0 for integers); equal infinities, and NaN where NaN is expected, are equal."""
         got, expected = np.asarray(to_module(got, np)), np.asarray(expected)
         if got.shape != expected.shape or got.dtype != expected.dtype:

@@ -28,9 +28,25 @@ def create_communicator(ignore_error: bool = False, extension_module: str = "cud
                         type_config: str = "float") -> MultiProcessCommunicator | None:
     """An initialised communicator for a job of several processes, else None.
 
-    None when the program was not started by an MPI launcher or runs as one
-    process, as in nnabla.  A failure (no GPU for "cudnn", no MPI) raises, or
-    with ``ignore_error`` logs a warning and gives None."""
+    nnabla's helper (``nnabla.utils.communicator_util``).  Unlike nnabla's, it
+    recognises any MPI launcher (Open MPI, MPICH's Hydra, PMIx).
+
+    Parameters
+    ----------
+    ignore_error : bool
+        Log a warning and return None where the communicator cannot be made (no
+        GPU for "cudnn", no MPI), instead of raising.
+    extension_module : str
+        ``"cpu"``, ``"cuda"`` or ``"cudnn"``: the context of the communicator.
+    type_config : str
+        The context's type (``"float"``, ``"half"``, ``"double"``).
+
+    Returns
+    -------
+    MultiProcessCommunicator or None
+        None when the program was not started by an MPI launcher or runs as one
+        process, as in nnabla.
+    """
     global _current_communicator
     _current_communicator = None
     if not launched_by_mpi():
