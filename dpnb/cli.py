@@ -51,11 +51,8 @@ def demo(steps: int, extension: str | None) -> int:
 def run_script(script: str, args: list[str]) -> int:
     """Run ``script`` as ``__main__`` with ``nnabla`` names resolving to dpnb, as
     ``python script args...`` would run it (argv, sys.path[0])."""
-    from dpnb.errors import DpnbError
     from dpnb.nnabla_alias import use_as_nnabla
 
-    if not os.path.isfile(script):
-        raise DpnbError(f"expected a Python program, found no file {script!r}")
     use_as_nnabla()
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
@@ -219,7 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "run" and not args.program:
         args.command_parser.error("expected the program to run and its arguments, e.g. "
-                         "`dpnb run train.py --epochs 1`")
+                                  "`dpnb run train.py --epochs 1`")
+    if args.command == "run" and not os.path.isfile(args.program[0]):   # as `python` has it
+        args.command_parser.error(f"expected a Python program, found no file "
+                                  f"{args.program[0]!r}")
     try:
         status = dispatch(args)
         sys.stdout.flush()   # a pipe's reader that has gone shows here, not at exit

@@ -203,8 +203,8 @@ def test_version_help_and_usage_mistakes(capsys):
 def test_usage_and_dpnb_errors_are_one_line_without_traceback(tmp_path):
     """Run as a user would, in a process of its own: no traceback, the status of its kind."""
     for args, status, message in [
-            (["run", str(tmp_path / "nosuch.py")], 1,
-             f"dpnb run: expected a Python program, found no file '{tmp_path}/nosuch.py'"),
+            (["run", str(tmp_path / "nosuch.py")], 2,
+             f"dpnb run: error: expected a Python program, found no file '{tmp_path}/nosuch.py'"),
             (["tutorial", "--notebook", str(tmp_path / "nosuch.ipynb")], 1,
              f"dpnb tutorial: expected a notebook at {tmp_path}/nosuch.ipynb, found none"),
             (["cluster", "stop", "--profile-dir", str(tmp_path)], 1,

@@ -190,7 +190,8 @@ def test_dpnb_run_refuses_where_the_real_nnabla_is_installed(real_nnabla, tmp_pa
     script.write_text("import nnabla\n")
     result = subprocess.run([DPNB, "run", str(script)], capture_output=True, text=True,
                             timeout=60, env=env)
-    assert result.returncode == 2
+    assert result.returncode == 1                     # an error, not a usage mistake
+    assert result.stderr.startswith("dpnb run: ") and result.stderr.count("\n") == 1
     assert "dpnb does not shadow it" in result.stderr
 
 
@@ -251,7 +252,8 @@ def test_dpnb_run_runs_a_program_with_its_arguments(command, tmp_path):
 def test_dpnb_run_names_a_missing_script(tmp_path):
     result = subprocess.run([DPNB, "run", str(tmp_path / "missing.py")], capture_output=True,
                             text=True, timeout=60)
-    assert result.returncode == 2 and "no such file" in result.stderr
+    assert result.returncode == 2                     # a usage mistake, as `python` has it
+    assert "dpnb run: error: expected a Python program, found no file" in result.stderr
 
 
 def test_version_is_dpnbs_release_and_names_the_nnabla_it_follows():
