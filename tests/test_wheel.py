@@ -9,7 +9,6 @@ the environment it runs in, and an ``mpiexec`` beside its Python runs the test's
 mpich wheel would put one there."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import sysconfig
