@@ -204,3 +204,43 @@ def test_attach_right_after_a_profile_start_waits_for_its_engines(tmp_path):
             p.kill()
         server.wait(timeout=30)
     assert not processes.find(profile_dir, "").processes
+
+
+def test_ipyparallels_own_stop_is_no_crash(tmp_path):
+    """After ``ipcluster stop`` ipyparallel leaves its engine id table (log/engines.json):
+    that is no cluster that ended without stopping, for ``dpnb cluster status`` or a start."""
+    from dpnb.cluster.profile import CONFIG_TEXT
+
+    profile_dir = tmp_path / "profile_ipcluster"
+    (profile_dir / "security").mkdir(parents=True, mode=0o700)
+    (profile_dir / "ipcluster_config.py").write_text(CONFIG_TEXT)
+    where = [f"--profile-dir={profile_dir}"]
+    ipcluster = [sys.executable, "-m", "ipyparallel.cluster"]
+    subprocess.run([*ipcluster, "start", "-n", "2", "--daemonize", *where], check=True,
+                   capture_output=True, timeout=TIMEOUT)
+    try:
+        Cluster.attach(profile_dir=str(profile_dir), timeout=TIMEOUT).client.close()
+    finally:
+        subprocess.run([*ipcluster, "stop", *where], check=True, capture_output=True,
+                       timeout=TIMEOUT)
+    deadline = time.monotonic() + TIMEOUT
+    while processes.find(profile_dir, "").processes:
+        assert time.monotonic() < deadline, "ipcluster stop left processes"
+        time.sleep(0.1)
+    assert processes.engine_state_file(profile_dir, "").exists()     # what ipyparallel leaves
+    dpnb = [sys.executable, "-m", "dpnb", "cluster"]
+    status = subprocess.run([*dpnb, "status", "--profile-dir", str(profile_dir)],
+                            capture_output=True, text=True, timeout=TIMEOUT)
+    assert status.returncode == 3, status.stderr
+    assert status.stdout.strip() == (
+        f"no cluster is running in profile directory {profile_dir}; start one with "
+        f"`dpnb cluster start --profile-dir {profile_dir}`")
+    started = subprocess.run([*dpnb, "start", "-n", "2", "--profile-dir", str(profile_dir)],
+                             capture_output=True, text=True, timeout=TIMEOUT)
+    try:
+        assert started.returncode == 0, started.stderr
+        assert "removed the files" not in started.stderr, started.stderr
+    finally:
+        stopped = subprocess.run([*dpnb, "stop", "--profile-dir", str(profile_dir)],
+                                 capture_output=True, text=True, timeout=TIMEOUT)
+    assert stopped.returncode == 0, stopped.stderr

@@ -176,8 +176,8 @@ def docstring_digits_options() -> list[str]:
     """The options of the digits command that the example's docstring shows."""
     doc = ast.get_docstring(ast.parse(SCRIPT.read_text()))
     command = next(line.split() for line in doc.splitlines() if "--dataset digits" in line)
-    assert command[:5] == ["mpiexec", "-n", "2", "python", SCRIPT.name], command
-    return command[5:]
+    assert command[:6] == ["mpiexec", "-n", "2", "python", "-m", "dpnb.examples.cifar10"], command
+    return command[6:]
 
 
 @pytest.mark.parametrize("ranks", [2, 1])

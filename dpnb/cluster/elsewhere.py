@@ -22,7 +22,7 @@ def stop_cluster(profile: str | None = "mpi", cluster_id: str = "", timeout: flo
     that belongs to it; returns what was found.  A DpnbError if nothing was there."""
     where = files.profile_path(profile, profile_dir)
     left = processes.find(where, cluster_id)
-    if not left.processes and not left.files:
+    if not left.processes and not left.abandoned:
         raise DpnbError(f"no cluster is running in {files.place(where, cluster_id)}; nothing "
                         "to stop")
     if left.controller is not None:

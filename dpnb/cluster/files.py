@@ -163,8 +163,8 @@ def not_running(left: processes.Footprint) -> str:
                 f"{len(left.processes)} of its processes are: {left.describe()}; {stop} "
                 "ends them")
     start = stop.replace("stop", "start", 1)
-    if left.files:
+    if left.abandoned:
         return (f"no cluster is running in {where}; files of one that ended without "
-                f"stopping are left ({', '.join(p.name for p in left.files)}): {start} "
+                f"stopping are left ({', '.join(p.name for p in left.abandoned)}): {start} "
                 f"removes them and starts a new one, {stop} only removes them")
     return f"no cluster is running in {where}; start one with {start}"

@@ -50,12 +50,13 @@ class OwnedProcesses:
             left = processes.find(self.profile_dir, self.cluster_id)
             if left.processes or left.starting:
                 raise DpnbError(files.already_running(left))
-            if left.files:
-                removed = left.remove_files()
+            abandoned = left.abandoned
+            left.remove_files()
+            if abandoned:
                 log.warning("removed the files of a cluster in %s that no longer runs (its "
                             "processes ended without stopping it, e.g. killed): %s",
                             files.place(self.profile_dir, self.cluster_id),
-                            ", ".join(p.name for p in removed))
+                            ", ".join(p.name for p in abandoned))
             try:
                 self.record = processes.Record.claim(self.profile_dir, self.cluster_id, n)
             except FileExistsError:

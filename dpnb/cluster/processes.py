@@ -254,6 +254,13 @@ class Footprint:
                 return p
         return None
 
+    @property
+    def abandoned(self) -> list[Path]:
+        """The files only a cluster that ended without stopping leaves: all but the engine id
+        table, which ipyparallel leaves after its own ``ipcluster stop`` too."""
+        table = engine_state_file(self.profile_dir, self.cluster_id)
+        return [f for f in self.files if f != table]
+
     def describe(self) -> str:
         """The processes' pids by role, controller and engines first:
         "controller 10; mpiexec 20; engines 22 23; schedulers 11 12"."""
@@ -266,16 +273,10 @@ class Footprint:
         return "; ".join(f"{role if len(by_role[role]) == 1 else plural.get(role, role + 's')} "
                          + " ".join(map(str, by_role[role])) for role in roles)
 
-    def remove_files(self) -> list[Path]:
-        """Remove the cluster's files; return those removed."""
-        removed = []
+    def remove_files(self) -> None:
+        """Remove the cluster's files (those already gone are no error)."""
         for path in self.files:
-            try:
-                path.unlink()
-                removed.append(path)
-            except FileNotFoundError:
-                pass
-        return removed
+            path.unlink(missing_ok=True)
 
     def end(self, grace: float = 3.0, timeout: float = 10.0) -> list:
         """SIGTERM every process, SIGKILL those alive after ``grace`` seconds; return
