@@ -44,7 +44,7 @@ class Output:
         text = json.dumps(result, **dumps) + "\n"
         paths = [path for path in (self.json, self.record) if path is not None]
         if not paths:
-            print("results not written (--help tells how: --json, --record)")
+            print("results not written (--help says how to write them)")
         for path in paths:
             path.parent.mkdir(parents=True, exist_ok=True)
             temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
