@@ -3,19 +3,23 @@ earlier revision, measured in the same run: did a change of code (not of machine
 them?
 
 Both revisions are checked out into temporary ``git worktree``s (HEAD and
-``--reference``, by default cac59f8, the code before issue 25's moves), so no result file
-of this checkout is written.  Each round runs every benchmark once in each tree,
-alternating which goes first; each benchmark also measures its own reference (raw
-mpi4py, plain ipyparallel), whose ratio is shown beside the times because it cancels
-the machine's drift.  Prints, per figure, the median over rounds of the reference
-revision, of this one, and their ratio.
+``--reference``, by default cac59f8, the code before issue 25's moves), where the
+benchmarks record their results (``--record`` where they take it), so that no result
+file of this checkout is written but this script's own: ``--record`` writes it to
+benchmarks/results/against_revision.json, ``--json PATH`` to PATH.  Each round runs
+every benchmark once in each tree, alternating which goes first; each benchmark also
+measures its own reference (raw mpi4py, plain ipyparallel), whose ratio is shown beside
+the times because it cancels the machine's drift.  Prints, per figure, the median over
+rounds of the reference revision, of this one, and their ratio.
 
     python benchmarks/against_revision.py [--reference REV] [--rounds 4]
                                           [--benchmarks allreduce,cluster,train_step]
+                                          [--json PATH] [--record]
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -25,9 +29,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from revisions import BEFORE_ISSUE_25, REPO, checked_out, short
+from revisions import BEFORE_ISSUE_25, checked_out, short
+from timing import add_output_options, output_of
 
-RESULT = REPO / "benchmarks" / "results" / "against_revision.json"
 
 def json_figures(tree: Path, name: str, paths: dict) -> dict[str, float]:
     """Figures from the result file the benchmark wrote in ``tree``: name -> key path."""
@@ -74,22 +78,38 @@ def train_step_figures(tree: Path, stdout: str) -> dict[str, float]:
         "its peak memory (MiB)": ("dpnb", "peak_mib")})
 
 
-# benchmark -> (its arguments, what reads its figures from its output and result file)
+# benchmark -> (its arguments, what reads its figures from its output and result file,
+# whether they read the result file)
 BENCHMARKS = {
-    "allreduce": (["--quick"], allreduce_figures),
-    "cluster": (["--runs", "2", "--round-trips", "200"], cluster_figures),
-    "train_step": (["--steps", "10", "--runs", "2"], train_step_figures),
+    "allreduce": (["--quick"], allreduce_figures, False),
+    "cluster": (["--runs", "2", "--round-trips", "200"], cluster_figures, True),
+    "train_step": (["--steps", "10", "--runs", "2"], train_step_figures, True),
 }
+
+
+def run_benchmark(tree: Path, name: str, *arguments: str, timeout: float
+                  ) -> subprocess.CompletedProcess:
+    """Benchmark ``name`` of ``tree``, run with that tree's dpnb."""
+    with tempfile.TemporaryDirectory() as ipython_dir:
+        env = {**os.environ, "PYTHONPATH": str(tree), "IPYTHONDIR": ipython_dir}
+        return subprocess.run([sys.executable, str(tree / "benchmarks" / f"{name}.py"),
+                               *arguments], cwd=tree, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+
+
+@functools.cache
+def takes_record(tree: Path, name: str) -> bool:
+    """Whether benchmark ``name`` of ``tree`` writes its result file only when asked
+    (``--record``); those of earlier revisions write it at every run."""
+    return "--record" in run_benchmark(tree, name, "--help", timeout=120).stdout
 
 
 def measure(tree: Path, name: str) -> dict[str, float]:
     """Run benchmark ``name`` of ``tree`` with that tree's dpnb; its figures."""
-    arguments, figures = BENCHMARKS[name]
-    with tempfile.TemporaryDirectory() as ipython_dir:
-        env = {**os.environ, "PYTHONPATH": str(tree), "IPYTHONDIR": ipython_dir}
-        done = subprocess.run([sys.executable, str(tree / "benchmarks" / f"{name}.py"),
-                               *arguments], cwd=tree, env=env, capture_output=True, text=True,
-                              timeout=3600)
+    arguments, figures, reads_result = BENCHMARKS[name]
+    if reads_result and takes_record(tree, name):
+        arguments = [*arguments, "--record"]     # into the temporary tree's results
+    done = run_benchmark(tree, name, *arguments, timeout=3600)
     if done.returncode != 0:
         raise SystemExit(f"{name} in {tree} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     return figures(tree, done.stdout)
@@ -100,7 +120,9 @@ def main() -> None:
     parser.add_argument("--reference", default=BEFORE_ISSUE_25)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--benchmarks", default=",".join(BENCHMARKS))
+    add_output_options(parser, "against_revision")
     args = parser.parse_args()
+    output = output_of(args)
     names = args.benchmarks.split(",")
     runs: dict = {name: {"reference": [], "this": []} for name in names}
     with checked_out(args.reference) as reference, checked_out("HEAD") as this:
@@ -121,9 +143,8 @@ def main() -> None:
             table.append({"benchmark": name, "figure": figure, "reference": ref, "this": this,
                           "ratio": this / ref})
             print(f"{figure:42} {ref:11.4g} {this:11.4g} {this / ref:9.2f}")
-    RESULT.write_text(json.dumps({"benchmark": "against_revision", "reference": args.reference,
-                                  "this": head, "rounds": args.rounds, "figures": table,
-                                  "runs": runs}, indent=2) + "\n")
+    output.write({"benchmark": "against_revision", "reference": args.reference, "this": head,
+                  "rounds": args.rounds, "figures": table, "runs": runs}, indent=2)
 
 
 if __name__ == "__main__":

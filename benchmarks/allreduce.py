@@ -7,23 +7,21 @@ figure is printed beside its reference measured in the same run: one raw
 the same (for a mean, followed by the multiplication with 1/n in place, as dpnb
 takes it), and NumPy's memcpy rate (``np.copyto``) for the same bytes.  Times are medians of
 several repetitions, each the slowest rank's.  busbw = algbw * 2(n-1)/n.
-Results go to benchmarks/results/allreduce.json."""
+``--record`` writes the results to benchmarks/results/allreduce.json, ``--json PATH`` to
+PATH."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from pathlib import Path
 
 import numpy as np
+from timing import Output, add_output_options, output_of
 
 from dpnb.testing import run_ranks, time_in_turns
 
 CHILD_FLAG = "DPNB_BENCH_ALLREDUCE_CHILD"
 LAUNCH_TIMEOUT = 3600  # seconds for the whole run on all ranks
-QUICK_FLAG = "DPNB_BENCH_ALLREDUCE_QUICK"
-RESULTS = Path(__file__).parent / "results" / "allreduce.json"
 MB = 1 << 20
 FORMS = {"sum": False, "mean": True}  # gradient_list's forms: all_reduce's division
 GRADIENT_ROWS = {"flat_storage_s": "dpnb flat-storage grads",
@@ -350,7 +348,7 @@ def print_targets(b: Bench, found: dict) -> None:
               f"{'met' if t['met'] else 'NOT met'}")
 
 
-def main(quick: bool = False) -> None:
+def main(quick: bool, output: Output) -> None:
     import dpnb as nn
     import dpnb.communicators as C
 
@@ -379,14 +377,13 @@ def main(quick: bool = False) -> None:
     results["targets"] = targets(results)
     print_targets(b, results["targets"])
     if b.rank == 0:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+        output.write(results, indent=1)
 
 
-def launch(ranks: int, quick: bool) -> int:
-    """Run this script on ``ranks`` MPI processes; its exit status."""
-    env = {CHILD_FLAG: "1", **({QUICK_FLAG: "1"} if quick else {})}
-    run = run_ranks(ranks, [sys.executable, __file__], LAUNCH_TIMEOUT, env, capture=False)
+def launch(ranks: int) -> int:
+    """Run this script, with this run's options, on ``ranks`` MPI processes; its exit status."""
+    run = run_ranks(ranks, [sys.executable, __file__, *sys.argv[1:]], LAUNCH_TIMEOUT,
+                    {CHILD_FLAG: "1"}, capture=False)
     if run.timed_out:
         print(run.ending, file=sys.stderr)
         return 1
@@ -399,7 +396,10 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true",
                         help="only the gradient-reducer figures (48 MB with division, a "
                              "one-element checked call, 1000 x 1 KB); nothing is written")
+    add_output_options(parser, "allreduce")
     args = parser.parse_args()
+    output = output_of(args)
+    if args.quick and (output.json or output.record):
+        parser.error("--quick writes nothing: --json and --record write a whole run's results")
     under_mpi = any(name in os.environ for name in (CHILD_FLAG, "PMI_RANK", "OMPI_COMM_WORLD_SIZE"))
-    quick = args.quick or QUICK_FLAG in os.environ
-    sys.exit(main(quick) if under_mpi else launch(args.ranks, quick))
+    sys.exit(main(args.quick, output) if under_mpi else launch(args.ranks))

@@ -9,20 +9,20 @@ Three figures, each a median over several runs:
 - gathering 100 MB of gradients (50 MB from each of 2 engines):
   ``dpnb.gather_grads()`` against a plain ``view.pull`` of the same arrays on the
   same engines (target: at most 1.2x).
-Prints a table and writes benchmarks/results/cluster.json.
+Prints a table; ``--record`` writes it to benchmarks/results/cluster.json,
+``--json PATH`` to PATH.
 
-Run as ``python benchmarks/cluster.py [--runs 3]``; set IPYTHONDIR to keep
-profile files out of ~/.ipython."""
+Run as ``python benchmarks/cluster.py [--runs 3] [--json PATH] [--record]``; set
+IPYTHONDIR to keep profile files out of ~/.ipython."""
 import argparse
-import json
 import os
 import platform
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import ipyparallel as ipp
+from timing import add_output_options, output_of
 
 import dpnb
 from dpnb.cluster import Cluster
@@ -31,7 +31,6 @@ from dpnb.testing import median_seconds
 
 N = 2
 GRADIENT_BYTES = 100 * 2**20
-RESULT = Path(__file__).resolve().parent / "results" / "cluster.json"
 
 
 def noop():
@@ -87,7 +86,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="cluster starts of each kind")
     parser.add_argument("--round-trips", type=int, default=300)
+    add_output_options(parser, "cluster")
     args = parser.parse_args()
+    output = output_of(args)
 
     starts = {"dpnb": [], "ipyparallel": []}
     for _ in range(args.runs):
@@ -121,8 +122,7 @@ def main() -> None:
         print(f"{name:<34} {ours:9.4g} {ref:10.4g} {ratio:7.3f} {target:7.2f}  {what}")
         results.append({"measure": name, "dpnb": ours, "reference": ref, "ratio": ratio,
                         "target_ratio": target, "reference_is": what, "met": ratio <= target})
-    RESULT.parent.mkdir(exist_ok=True)
-    RESULT.write_text(json.dumps({
+    output.write({
         "benchmark": "cluster",
         "engines": N,
         "runs": args.runs,
@@ -133,8 +133,7 @@ def main() -> None:
         "environment": {"python": platform.python_version(), "ipyparallel": ipp.__version__,
                         "machine": platform.machine(), "cpus": os.cpu_count(),
                         "executable": sys.executable},
-    }, indent=2) + "\n")
-    print(f"wrote {RESULT}")
+    }, indent=2)
 
 
 if __name__ == "__main__":

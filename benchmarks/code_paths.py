@@ -17,10 +17,11 @@ default cac59f8, the code before issue 25's moves, ``revisions.py``); each path 
 with ``PYTHONPATH`` set to the tree measured.  Counting, not timing; yet a wait that
 ends in its first stage (polls back to back) calls less than one that goes on to its
 second, so each path runs ``--repeats`` times and the table shows the median and the
-range.  Prints a table and writes benchmarks/results/code_paths.json.
+range.  Prints a table; ``--record`` writes it to benchmarks/results/code_paths.json,
+``--json PATH`` to PATH.
 
     python benchmarks/code_paths.py [--reference REV] [--paths gradient,cell]
-                                    [--repeats 3] [--show]
+                                    [--repeats 3] [--show] [--json PATH] [--record]
 """
 from __future__ import annotations
 
@@ -35,8 +36,7 @@ import textwrap
 from pathlib import Path
 
 from revisions import BEFORE_ISSUE_25, REPO, checked_out, short
-
-RESULT = REPO / "benchmarks" / "results" / "code_paths.json"
+from timing import add_output_options, output_of
 
 # Installed in each measured process: the reader's path through the dpnb files of its tree.
 TRACER = """
@@ -155,7 +155,9 @@ def main() -> None:
     parser.add_argument("--paths", default="gradient,cell")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--show", action="store_true", help="print each path's files")
+    add_output_options(parser, "code_paths")
     args = parser.parse_args()
+    output = output_of(args)
     paths = args.paths.split(",")
     results: dict = {"benchmark": "code_paths", "reference": args.reference,
                      "revision": short()}
@@ -177,7 +179,7 @@ def main() -> None:
             print(f"{path:10} {tree:10} " + " ".join(f"{v:>8}" for v in shown))
             if args.show:
                 print("    " + " > ".join(runs[0]["visits"]))
-    RESULT.write_text(json.dumps(results, indent=2) + "\n")
+    output.write(results, indent=2)
 
 
 if __name__ == "__main__":

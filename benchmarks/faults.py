@@ -24,16 +24,17 @@ it, in the same run where there is such a reference.
    median and range, against the communicator's timeout (60 s in the script) that rank
    0 would otherwise wait out.
 
-Clusters run in a temporary IPYTHONDIR and are stopped at the end.  Prints a table and
-writes benchmarks/results/faults.json (all four parts only).
+Clusters run in a temporary IPYTHONDIR and are stopped at the end.  Prints a table;
+``--record`` writes it to benchmarks/results/faults.json, ``--json PATH`` to PATH (all
+four parts only).
 
     python benchmarks/faults.py [--kills 3] [--repeats 5] [--parts bombs,driver,sockets,exited]
+                                [--json PATH] [--record]
 """
 from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import pickle
 import platform
@@ -53,6 +54,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import psutil
+from timing import add_output_options, output_of
 
 import dpnb
 from dpnb.cluster import processes
@@ -61,7 +63,6 @@ from dpnb.formats.checked_read import LIMIT_VARIABLE
 from dpnb.testing import run_script
 from dpnb.utils.nnp_graph import NnpLoader
 
-RESULT = Path(__file__).resolve().parent / "results" / "faults.json"
 EXITED_SCRIPT = Path(__file__).resolve().parent.parent / "tests" / "mpi_scripts" / "exited.py"
 MiB = 1 << 20
 GiB = 1 << 30
@@ -465,11 +466,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="exited-rank runs of each mode")
     parser.add_argument("--parts", default=",".join(PARTS),
                         help="comma-separated parts to run (the JSON is written for all only)")
+    add_output_options(parser, "faults")
     args = parser.parse_args()
+    output = output_of(args)
     parts = [p for p in args.parts.split(",") if p]
     unknown = set(parts) - set(PARTS)
     if unknown:
         parser.error(f"unknown parts {sorted(unknown)}; choose from {PARTS}")
+    if set(parts) != set(PARTS) and (output.json or output.record):
+        parser.error("--json and --record write the results of all parts only")
     started = datetime.datetime.now().astimezone()
     clock = time.monotonic()
     ipython_dir = tempfile.mkdtemp(prefix="dpnb-faults-ipython-")
@@ -492,11 +497,7 @@ def main() -> None:
           "outcome, peak RSS of a forked child (+ over one that loads nothing), ratio of "
           "the extra memory")
     print_table(table(result))
-    if set(parts) != set(PARTS):
-        print(f"partial run ({', '.join(parts)}): {RESULT} not written")
-        return
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps({
+    output.write({
         "benchmark": "faults", "date": started.isoformat(timespec="seconds"),
         "seconds": seconds, "kills": args.kills, "repeats": args.repeats,
         "table": [dict(zip(("measure", "dpnb", "reference", "ratio", "reference_is"), r))
@@ -506,8 +507,7 @@ def main() -> None:
                         "h5py": h5py.__version__, "platform": platform.platform(),
                         "machine": platform.machine(), "cpus": os.cpu_count(),
                         "memory": psutil.virtual_memory().total,
-                        "executable": sys.executable}}, indent=2) + "\n")
-    print(f"wrote {RESULT}")
+                        "executable": sys.executable}}, indent=2)
 
 
 if __name__ == "__main__":

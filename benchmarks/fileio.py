@@ -4,24 +4,24 @@ format dpnb writes (.npz, nnabla's .h5 and .protobuf), against ``np.savez`` /
 
 Each figure is the median of several saves (or loads) into a temporary folder;
 the table shows the ratio to the NumPy reference (target: .h5 within 1.5x of
-.npz).  Results go to benchmarks/results/fileio.json.
+.npz).  ``--record`` writes the results to benchmarks/results/fileio.json,
+``--json PATH`` to PATH.
 
-    python benchmarks/fileio.py [--repeats 7]
+    python benchmarks/fileio.py [--repeats 7] [--json PATH] [--record]
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import tempfile
-from pathlib import Path
 
 import numpy as np
 
+from timing import add_output_options, output_of
+
 from dpnb.testing import median_seconds
 
-RESULT = Path(__file__).resolve().parent / "results" / "fileio.json"
 FORMATS = (".npz", ".h5", ".protobuf")
 
 
@@ -48,7 +48,9 @@ def build():
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=7)
+    add_output_options(parser, "fileio")
     args = parser.parse_args()
+    output = output_of(args)
     nn, solver = build()
     params = nn.get_parameters(grad_only=False)
     arrays = {name: np.asarray(v.d) for name, v in params.items()}
@@ -90,12 +92,11 @@ def main() -> None:
                                       for c in columns))
     h5 = max(rows[".h5"][c] / rows[".npz"][c] for c in columns)
     print(f".h5 against .npz, worst of the four: {h5:.2f}x (target <= 1.5)")
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps({
+    output.write({
         "benchmark": "fileio", "parameters": len(arrays), "mebibytes": megabytes,
         "repeats": args.repeats, "median_seconds": rows, "h5_vs_npz_worst": h5,
         "environment": {"numpy": np.__version__, "python": platform.python_version(),
-                        "machine": platform.machine(), "cpus": os.cpu_count()}}, indent=2))
+                        "machine": platform.machine(), "cpus": os.cpu_count()}}, indent=2)
 
 
 if __name__ == "__main__":

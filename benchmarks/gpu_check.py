@@ -32,13 +32,13 @@ Times are medians of several repetitions, with the CUDA stream synchronised befo
 and after each; on several ranks, the slowest rank's.  algbw = bytes / time,
 busbw = algbw * 2(n-1)/n (as nccl-tests); the copy's GB/s count each byte once,
 though the GPU reads and writes it.  The summary lists every stage as PASS, FAIL or
-SKIP; results go to benchmarks/results/gpu_check.json; the exit status is 1 if any
-stage failed.
+SKIP; a GPU run records its results in benchmarks/results/gpu_check.json, unless
+``--json PATH`` sends them to PATH; the exit status is 1 if any stage failed.
 
 ``--cpu-dry-run`` runs the same code with the CPU context standing in for the GPU
 (NumPy against NumPy, the communicator over MPI alone, 2 stand-in GPUs, smaller
-sizes; results in the temporary directory).  ``--inject-failure STAGE`` exists to
-test this script: it shifts the first reference that STAGE compares against (on
+sizes; its results are written only where ``--json`` says).  ``--inject-failure STAGE``
+exists to test this script: it shifts the first reference that STAGE compares against (on
 every rank), so that the stage must fail.
 """
 from __future__ import annotations
@@ -74,9 +74,8 @@ from dpnb.testing import Checks, rank_data, run_ranks, time_in_turns  # noqa: E4
 
 sys.path.insert(0, str(ROOT / "tests"))
 from nnabla_cases import functions as harness  # noqa: E402  (the tests' function cases)
+from timing import Output, add_output_options, output_of  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results" / "gpu_check.json"
-DRY_RUN_RESULTS = Path(tempfile.gettempdir()) / "gpu_check_dry_run.json"  # never over RESULTS
 REFERENCE = get_extension_context("cpu")
 HARNESS_LIB = harness.library(nn, F, PF)
 SEED = 313
@@ -738,7 +737,7 @@ def print_summary(rows: list[dict]) -> None:
               f"{row['summary']}")
 
 
-def main_run(args: argparse.Namespace) -> int:
+def main_run(args: argparse.Namespace, output: Output) -> int:
     only = {name.strip() for name in args.only.split(",")} if args.only else None
     unknown = (only or set()) - set(STAGE_BY_NAME)
     if unknown:
@@ -773,12 +772,10 @@ def main_run(args: argparse.Namespace) -> int:
     report = {"mode": mode, "quick": args.quick, "budget_s": args.budget,
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "passed": passed, "stages": rows}
-    path = Path(args.json or (DRY_RUN_RESULTS if args.cpu_dry_run else RESULTS))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=1, default=float) + "\n")
+    print()
+    output.write(report, indent=1, default=float)
     failed = [row["stage"] for row in rows if row["status"] == "FAIL"]
-    print(f"\n{'all checks passed' if passed else 'FAILED: ' + ', '.join(failed)}; "
-          f"results in {path}")
+    print('all checks passed' if passed else 'FAILED: ' + ', '.join(failed))
     return 0 if passed else 1
 
 
@@ -795,15 +792,19 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=450,
                         help="seconds for the whole run (default 450); stages that would "
                              "start later fail as not run")
-    parser.add_argument("--json", help=f"results file (default {RESULTS.relative_to(ROOT)}; "
-                                       f"with --cpu-dry-run, {DRY_RUN_RESULTS})")
+    add_output_options(parser, "gpu_check", "a GPU run records its results (as with "
+                       "--record) and a --cpu-dry-run prints them only")
     parser.add_argument("--inject-failure", metavar="STAGE", choices=list(STAGE_BY_NAME),
                         help="for testing this script: shift the first reference STAGE "
                              "compares against, so that it must fail")
     parser.add_argument("--stage", choices=list(STAGE_BY_NAME), help=argparse.SUPPRESS)
     parser.add_argument("--result-file", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    return stage_main(args) if args.stage else main_run(args)
+    if args.stage:
+        return stage_main(args)
+    if args.cpu_dry_run and args.record:
+        parser.error("--record: a --cpu-dry-run never replaces a GPU run's recorded results")
+    return main_run(args, output_of(args, record_by_default=not args.cpu_dry_run))
 
 
 if __name__ == "__main__":

@@ -19,10 +19,11 @@ Each figure is the median over ``--runs`` runs of each run's median (the slowest
 time per call).  Needs root (it makes the test hosts).
 
     python benchmarks/hosts.py [--runs 5] [--reps 7] [--allreduce-reps 200] [--block 10]
-        [--batch-size 32] [--nmaps 64]
+        [--batch-size 32] [--nmaps 64] [--json PATH] [--record]
 
-Results go to benchmarks/results/hosts.json (hosts-nmaps<N>-block<B>.json where those differ
-from the defaults)."""
+``--record`` writes the results to benchmarks/results/hosts.json
+(hosts-nmaps<N>-block<B>.json where those differ from the defaults), ``--json PATH`` to
+PATH."""
 from __future__ import annotations
 
 import argparse
@@ -31,13 +32,13 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
+from timing import add_output_options, output_of
+
 from dpnb.testing import TestHosts, hosts_unavailable, run_script, time_in_turns
 
-RESULTS = Path(__file__).parent / "results" / "hosts.json"
 RUN_TIMEOUT = 1800  # seconds for one run on all ranks
 RESULT_MARK = "RESULT "
 LABELS = {"dpnb_sum": "dpnb all_reduce, sum", "raw_sum": "raw Allreduce",
@@ -171,7 +172,9 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=32, help="per rank")
     p.add_argument("--nmaps", type=int, default=64)
     p.add_argument("--child", choices=["allreduce", "step"], help=argparse.SUPPRESS)
+    add_output_options(p, "hosts")
     args = p.parse_args()
+    output = output_of(args)
     if args.child:
         child(args)
         return
@@ -239,14 +242,12 @@ def main() -> None:
           f"{summary['step_hosts_vs_one_host_paired']:.2f}x)")
     suffix = "".join(f"-{name}{value}" for name, value, default in
                      (("nmaps", args.nmaps, 64), ("block", args.block, 10)) if value != default)
-    results = RESULTS.with_name(f"hosts{suffix}.json")
-    results.parent.mkdir(parents=True, exist_ok=True)
-    results.write_text(json.dumps({"settings": vars(args), "started": started,
-                                   "load_average": [load_start, os.getloadavg()],
-                                   "link_bytes_per_allreduce_run": link_bytes,
-                                   "runs": runs, "median": median, "summary": summary},
-                                  indent=1) + "\n")
-    print(f"wrote {results}")
+    if output.record:
+        output.record = output.record.with_name(f"hosts{suffix}.json")
+    output.write({"settings": vars(args), "started": started,
+                  "load_average": [load_start, os.getloadavg()],
+                  "link_bytes_per_allreduce_run": link_bytes,
+                  "runs": runs, "median": median, "summary": summary}, indent=1)
 
 
 if __name__ == "__main__":

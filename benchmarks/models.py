@@ -6,18 +6,20 @@ softmax cross-entropy over 32 steps x batch 16.  Transformer: two post-norm enco
 layers (PF.transformer_encode; torch's TransformerEncoderLayer), width 128, 4 heads,
 feed-forward 256, no dropout, sequence 32 x batch 16, mean over the sequence, then
 10 classes.  Each framework runs in its own process, several times alternately; the
-table shows the medians of the per-run median step times.
+table shows the medians of the per-run median step times; ``--record`` writes them to
+benchmarks/results/models.json, ``--json PATH`` to PATH.
 
     python benchmarks/models.py [--steps 10] [--runs 3] [--model lstm transformer]
+                                [--json PATH] [--record]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import statistics
-from pathlib import Path
 
-from timing import dpnb_adam_step_seconds, run_worker, torch_installed
+from timing import (add_output_options, dpnb_adam_step_seconds, output_of, run_worker,
+                    torch_installed)
 
 from dpnb.testing import median_seconds
 
@@ -112,7 +114,9 @@ def main() -> None:
     parser.add_argument("--model", nargs="+", choices=["lstm", "transformer"],
                         default=["lstm", "transformer"])
     parser.add_argument("--worker", nargs=2, metavar=("FRAMEWORK", "MODEL"))
+    add_output_options(parser, "models")
     args = parser.parse_args()
+    output = output_of(args)
     if args.worker:
         framework, model = args.worker
         worker = dpnb_worker if framework == "dpnb" else torch_worker
@@ -139,8 +143,7 @@ def main() -> None:
         print(line)
     if "torch" not in frameworks:
         print("PyTorch is not installed: `pip install torch==2.13.0` adds the reference")
-    out = Path(__file__).parent / "results" / "models.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    output.write(result, indent=2)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,10 @@ taking turns so that a passing load weighs on all alike.  A run's figure is the
 median of its training rows' images/s (the first row, with the warm-up, left
 out; all ranks together); the table shows the median over runs.
 
-    python benchmarks/scaling.py [--ranks 2] [--iters 24] [--runs 3]
+    python benchmarks/scaling.py [--ranks 2] [--iters 24] [--runs 3] [--json PATH] [--record]
 
-Results go to benchmarks/results/scaling.json."""
+``--record`` writes the results to benchmarks/results/scaling.json, ``--json PATH`` to
+PATH."""
 from __future__ import annotations
 
 import argparse
@@ -29,11 +30,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from timing import add_output_options, output_of
+
 from dpnb.testing import ONE_THREAD, Ranks
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "dpnb" / "examples" / "cifar10" / "multi_device_multi_process_classification.py"
-RESULTS = ROOT / "benchmarks" / "results" / "scaling.json"
 RUN_TIMEOUT = 1800  # seconds for one run of the example
 
 CONFIGS = {"one_rank": "1 rank", "independent": "{n} x 1 rank, independent",
@@ -100,7 +102,9 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=64, help="per rank")
     p.add_argument("--nmaps", type=int, default=64)
+    add_output_options(p, "scaling")
     args = p.parse_args()
+    output = output_of(args)
 
     rates: dict = {config: [] for config in CONFIGS}
     for run in range(args.runs):
@@ -131,10 +135,8 @@ def main() -> None:
     print("all_reduce time hidden behind backward by the callback: "
           + (f"{hidden:.0%}" if hidden is not None else
              "not measurable (all_reduce after backward costs no more than no communication)"))
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"settings": vars(args), "cpus": os.cpu_count(),
-                                   "results": results}, indent=2) + "\n")
-    print(f"\nwrote {RESULTS.relative_to(ROOT)}")
+    output.write({"settings": vars(args), "cpus": os.cpu_count(), "results": results},
+                 indent=2)
 
 
 if __name__ == "__main__":

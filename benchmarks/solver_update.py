@@ -5,26 +5,26 @@ with nn.get_parameter_or_create, then times ``solver.update()`` of dpnb's Adam
 (a few whole-array operations over the one run of adjacent parameters) against
 a reference in this script that does the same in-place Adam arithmetic on each
 parameter's arrays in turn, and against the same loop written with plain
-expressions (temporaries).  Prints a table of medians and writes
-benchmarks/results/solver_update.json.
+expressions (temporaries).  Prints a table of medians; ``--record`` writes it to
+benchmarks/results/solver_update.json, ``--json PATH`` to PATH.
 
-Run as ``OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 python benchmarks/solver_update.py``."""
-import json
+Run as ``OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 python benchmarks/solver_update.py
+[--repeats 30] [--json PATH] [--record]``."""
+import argparse
 import math
 import os
 import platform
-from pathlib import Path
 
 import numpy as np
+
+from timing import add_output_options, output_of
 
 import dpnb as nn
 import dpnb.solvers as S
 from dpnb.testing import median_seconds
 
-REPEATS = 30
 WARMUP = 3
 HYPER = dict(alpha=1e-3, beta1=0.9, beta2=0.999, eps=1e-8)
-RESULT = Path(__file__).resolve().parent / "results" / "solver_update.json"
 
 
 def resnet_like_shapes() -> list[tuple[int, ...]]:
@@ -94,6 +94,11 @@ def max_difference(params: dict, initial: dict, fused, reference) -> float:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=30, help="timed updates of each method")
+    add_output_options(parser, "solver_update")
+    args = parser.parse_args()
+    output = output_of(args)
     rng = np.random.RandomState(0)
     shapes = resnet_like_shapes()
     for i, shape in enumerate(shapes):
@@ -111,10 +116,11 @@ def main() -> None:
 
     reference = PerParameterAdam(params, **HYPER)
     medians = {
-        "fused": median_seconds(solver.update, REPEATS, WARMUP),
-        "per_parameter_in_place": median_seconds(reference.update_in_place, REPEATS, WARMUP),
+        "fused": median_seconds(solver.update, args.repeats, WARMUP),
+        "per_parameter_in_place": median_seconds(reference.update_in_place, args.repeats,
+                                                  WARMUP),
         "per_parameter_plain": median_seconds(PerParameterAdam(params, **HYPER).update_plain,
-                                              REPEATS, WARMUP),
+                                              args.repeats, WARMUP),
     }
     speedups = {name: seconds / medians["fused"] for name, seconds in medians.items()}
 
@@ -122,14 +128,13 @@ def main() -> None:
               "per_parameter_in_place": "per-parameter loop, same in-place ops",
               "per_parameter_plain": "per-parameter loop, plain expressions"}
     print(f"Adam update: {len(shapes)} parameters, {values:,} float32 values, "
-          f"NumPy {np.__version__}, median of {REPEATS}")
+          f"NumPy {np.__version__}, median of {args.repeats}")
     print(f"{'method':<42}{'median ms':>10}{'ratio to fused':>16}")
     for name, seconds in medians.items():
         print(f"{labels[name]:<42}{seconds * 1e3:>10.3f}{speedups[name]:>16.2f}")
     print(f"max |fused - per-parameter| after one step: {difference:.3g}")
 
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps({
+    output.write({
         "benchmark": "solver_update",
         "solver": "Adam",
         "hyperparameters": HYPER,
@@ -137,7 +142,7 @@ def main() -> None:
         "values": values,
         "dtype": "float32",
         "runs": len(solver.runs),
-        "repeats": REPEATS,
+        "repeats": args.repeats,
         "median_seconds": medians,
         "ratio_to_fused": speedups,
         "max_abs_difference_one_step": difference,
@@ -149,7 +154,7 @@ def main() -> None:
             "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
         },
-    }, indent=2) + "\n")
+    }, indent=2)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,69 @@
-"""What the training benchmarks share beyond dpnb.testing's timing: whether PyTorch,
-their reference, is installed, a fresh worker process per framework, and the time of
-dpnb's Adam training step."""
+"""What the benchmarks share beyond dpnb.testing's timing: where their results go
+(``--json PATH``, ``--record``), and for the training benchmarks, whether PyTorch, their
+reference, is installed, a fresh worker process per framework, and the time of dpnb's
+Adam training step."""
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
-from dpnb.testing import ONE_THREAD, median_seconds
+# dpnb is imported where it is used: tutorial_step.py's nnabla worker, whose Python has no
+# dpnb, parses its command line with the options below.
+RESULTS = Path(__file__).resolve().parent / "results"   # the tracked reference results
+
+
+def add_output_options(parser: argparse.ArgumentParser, name: str,
+                       default: str = "the results are printed only") -> None:
+    """``--json PATH`` and ``--record`` on ``parser``, whose benchmark records its results
+    as ``benchmarks/results/<name>.json``; ``default`` says what happens with neither."""
+    group = parser.add_argument_group("results", f"Without --json or --record, {default}.")
+    group.add_argument("--json", metavar="PATH", type=Path,
+                       help="write the results as JSON to PATH")
+    group.add_argument("--record", action="store_true",
+                       help=f"write them to benchmarks/results/{name}.json, the reference "
+                            "results kept in the repository")
+    parser.set_defaults(results_name=name)
+
+
+@dataclasses.dataclass
+class Output:
+    """Where a benchmark's results go: ``json``, the path ``--json`` gave, and ``record``,
+    the tracked reference file where ``--record`` asked for it; with neither, nowhere
+    (the results are printed only)."""
+    json: Path | None
+    record: Path | None
+
+    def write(self, result: dict, **dumps) -> None:
+        """Write ``result`` (``json.dumps(result, **dumps)``) to each path, atomically: a
+        temporary file beside it replaces it."""
+        text = json.dumps(result, **dumps) + "\n"
+        paths = [path for path in (self.json, self.record) if path is not None]
+        if not paths:
+            print("results not written (--help says how to write them)")
+        for path in paths:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            try:
+                temporary.write_text(text)
+                os.replace(temporary, path)
+            finally:
+                temporary.unlink(missing_ok=True)
+            print(f"wrote {path}")
+
+
+def output_of(args: argparse.Namespace, record_by_default: bool = False) -> Output:
+    """The output that ``add_output_options``'s options in ``args`` ask for, which it takes
+    out of ``args`` (so that ``vars(args)`` stays the benchmark's own settings).  With
+    ``record_by_default``, a run given neither option records."""
+    json_path, record, name = args.json, args.record, args.results_name
+    del args.json, args.record, args.results_name
+    record = record or (record_by_default and json_path is None)
+    return Output(json_path, RESULTS / f"{name}.json" if record else None)
 
 
 def torch_installed() -> bool:
@@ -20,6 +75,8 @@ def torch_installed() -> bool:
 def run_worker(script: str, *args: str) -> dict:
     """Run ``script --worker ...`` in a fresh one-thread process and return the JSON
     object its last output line holds (each framework measured in its own process)."""
+    from dpnb.testing import ONE_THREAD
+
     cmd = [sys.executable, script, "--worker", *args]
     out = subprocess.run(cmd, env={**os.environ, **ONE_THREAD}, capture_output=True, text=True)
     if out.returncode != 0:
@@ -32,6 +89,7 @@ def dpnb_adam_step_seconds(loss, steps: int) -> float:
     of every parameter), the step the training benchmarks compare with PyTorch's."""
     import dpnb as nn
     import dpnb.solvers as S
+    from dpnb.testing import median_seconds
 
     solver = S.Adam()
     solver.set_parameters(nn.get_parameters())

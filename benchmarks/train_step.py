@@ -3,9 +3,10 @@ thread): dpnb against PyTorch's CPU build on the identical network.
 
 Each framework runs in its own process, several times alternately; the table
 shows the medians of the per-run median step times and of the peak memory
-above the process's footprint before the network was built.
+above the process's footprint before the network was built; ``--record`` writes them to
+benchmarks/results/train_step.json, ``--json PATH`` to PATH.
 
-    python benchmarks/train_step.py [--steps 10] [--runs 3]
+    python benchmarks/train_step.py [--steps 10] [--runs 3] [--json PATH] [--record]
 """
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ import json
 import os
 import resource
 import statistics
-from pathlib import Path
 
-from timing import dpnb_adam_step_seconds, run_worker, torch_installed
+from timing import (add_output_options, dpnb_adam_step_seconds, output_of, run_worker,
+                    torch_installed)
 
 from dpnb.testing import median_seconds
 
@@ -94,7 +95,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--worker", choices=["dpnb", "torch"])
+    add_output_options(parser, "train_step")
     args = parser.parse_args()
+    output = output_of(args)
     if args.worker:
         worker = dpnb_worker if args.worker == "dpnb" else torch_worker
         print(json.dumps(worker(args.steps)))
@@ -120,8 +123,7 @@ def main() -> None:
               f"memory {result['ratio_memory']:.2f}x (target <= 1.5)")
     else:
         print("PyTorch is not installed: `pip install torch==2.13.0` adds the reference")
-    out = Path(__file__).parent / "results" / "train_step.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    output.write(result, indent=2)
 
 
 if __name__ == "__main__":

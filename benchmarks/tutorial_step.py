@@ -6,9 +6,11 @@ The step is so small that it measures the per-function Python overhead of the
 define-and-run graph rather than arithmetic.  Each framework runs the same step
 code in its own process (nnabla with the Python given by ``--nnabla-python``,
 $DPNB_NNABLA_PYTHON, or /root/nnvenv/bin/python where it exists), several times
-alternately; the table shows the medians of the per-run median step times.
+alternately; the table shows the medians of the per-run median step times;
+``--record`` writes them to benchmarks/results/tutorial_step.json, ``--json PATH`` to PATH.
 
     python benchmarks/tutorial_step.py [--steps 300] [--runs 5] [--nnabla-python PATH]
+                                       [--json PATH] [--record]
 """
 from __future__ import annotations
 
@@ -23,9 +25,10 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from timing import add_output_options, output_of
+
 DEFAULT_NNABLA_PYTHON = "/root/nnvenv/bin/python"
 ROOT = Path(__file__).resolve().parents[1]
-RESULT = ROOT / "benchmarks" / "results" / "tutorial_step.json"
 
 
 def dpnb_timing() -> ModuleType:
@@ -114,7 +117,9 @@ def main() -> None:
                         help=f"a Python with nnabla (default: $DPNB_NNABLA_PYTHON or "
                              f"{DEFAULT_NNABLA_PYTHON})")
     parser.add_argument("--worker", choices=["dpnb", "nnabla"])
+    add_output_options(parser, "tutorial_step")
     args = parser.parse_args()
+    output = output_of(args)
     if args.worker:
         print(json.dumps(worker(args.worker, args.steps)))
         return
@@ -144,8 +149,7 @@ def main() -> None:
     else:
         print("no Python with nnabla found: pass --nnabla-python PATH (or set "
               "DPNB_NNABLA_PYTHON) to add the reference")
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(result, indent=2) + "\n")
+    output.write(result, indent=2)
 
 
 if __name__ == "__main__":

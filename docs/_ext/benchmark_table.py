@@ -1,5 +1,5 @@
 """The performance table, read from ``benchmarks/results/*.json`` (what the benchmark
-scripts wrote at their last run), never copied by hand.
+scripts wrote at their last run with ``--record``), never copied by hand.
 
 In the docs: the ``benchmark-table`` directive (a Sphinx extension).  From a shell:
 ``python docs/_ext/benchmark_table.py`` prints the same table as Markdown.  A result
@@ -77,8 +77,8 @@ def training(directory: Path) -> list[Row]:
         Row("ResNet-23 train step, batch 64, nmaps 64, Adam, 1 thread",
             span(runs_of(t("dpnb", "runs"), "step_s"), ms),
             "PyTorch CPU: " + span(runs_of(t("torch", "runs"), "step_s"), ms),
-            x(t("ratio_time")) + " time (medians)", "≤ 1.5x", "python benchmarks/train_step.py",
-            t.name),
+            x(t("ratio_time")) + " time (medians)", "≤ 1.5x",
+            "python benchmarks/train_step.py --record", t.name),
         Row("same, peak memory above the empty process", f"{t('dpnb', 'peak_mib'):.0f} MiB",
             f"PyTorch: {t('torch', 'peak_mib'):.0f} MiB", x(t("ratio_memory")), "≤ 1.5x",
             "same", t.name),
@@ -91,13 +91,13 @@ def training(directory: Path) -> list[Row]:
                         "PyTorch CPU, same network: "
                         + span(runs_of(m(key, "runs", "torch"), "step_s"), ms),
                         x(m(key, "ratio_time")) + " time", "≤ 2x",
-                        "python benchmarks/models.py", m.name))
+                        "python benchmarks/models.py --record", m.name))
     rows.append(Row("tutorial step (4-function graph, batch 4, forward + backward + Adam), "
                     "1 thread", span(runs_of(s("dpnb", "runs"), "step_s"), us),
                     f"nnabla {s('nnabla_version')} CPU: "
                     + span(runs_of(s("nnabla", "runs"), "step_s"), us),
                     x(s("ratio_time")) + " time", "≤ 1.5x",
-                    "python benchmarks/tutorial_step.py --nnabla-python PYTHON", s.name))
+                    "python benchmarks/tutorial_step.py --nnabla-python PYTHON --record", s.name))
     return rows
 
 
@@ -111,13 +111,13 @@ def solver_and_files(directory: Path) -> list[Row]:
             "per-parameter NumPy loop, same in-place operations: "
             + ms(u("median_seconds", "per_parameter_in_place")),
             x(u("ratio_to_fused", "per_parameter_in_place")) + " faster", "≥ 5x",
-            "OPENBLAS_NUM_THREADS=1 python benchmarks/solver_update.py", u.name),
+            "OPENBLAS_NUM_THREADS=1 python benchmarks/solver_update.py --record", u.name),
         Row(f"save {f('parameters')} parameters ({f('mebibytes'):.1f} MiB) as nnabla's .h5",
             ms(per[".h5"]["parameters save"]),
             f"np.savez: {ms(per['np.savez / np.load']['parameters save'])} (dpnb's .npz: "
             f"{ms(per['.npz']['parameters save'])})",
             "worst of parameter and state save and load: " + x(f("h5_vs_npz_worst"))
-            + " dpnb's .npz", "≤ 1.5x", "python benchmarks/fileio.py", f.name),
+            + " dpnb's .npz", "≤ 1.5x", "python benchmarks/fileio.py --record", f.name),
     ]
 
 
@@ -125,7 +125,7 @@ def allreduce(directory: Path) -> list[Row]:
     a = Results("allreduce", directory)
     big, small = a("resnet34"), a("small_1000x1KB")
     name = a.name
-    cmd = "python benchmarks/allreduce.py"
+    cmd = "python benchmarks/allreduce.py --record"
     rows = []
     for op in ("sum", "mean"):
         flat, raw = big[op]["flat_storage_s"], big[op]["raw_one_buffer_s"]
@@ -177,8 +177,8 @@ def cluster(directory: Path) -> list[Row]:
     for i, r in enumerate(c("results")):
         rows.append(Row(f"{r['measure']} ({c('engines')} engines)", f"{r['dpnb']:.3g}",
                         f"{r['reference_is']}: {r['reference']:.3g}", x(r["ratio"]),
-                        f"≤ {r['target_ratio']}x", "python benchmarks/cluster.py" if i == 0
-                        else "same", c.name))
+                        f"≤ {r['target_ratio']}x",
+                        "python benchmarks/cluster.py --record" if i == 0 else "same", c.name))
     return rows
 
 
@@ -193,7 +193,7 @@ def scaling(directory: Path) -> list[Row]:
     ceiling = r["independent"]["images_per_s"]
     rows = [Row(f"ResNet-23 (nmaps {settings['nmaps']}, batch {settings['batch_size']} per rank, "
                 "synthetic), 1 rank", f"{one:.1f} images/s", "", "", "",
-                "python benchmarks/scaling.py", s.name),
+                "python benchmarks/scaling.py --record", s.name),
             Row(f"{settings['ranks']} independent 1-rank runs at once (the machine's ceiling)",
                 f"{ceiling:.1f} images/s", "", "", "", "same", s.name)]
     for key, what in names:
@@ -210,7 +210,7 @@ def hosts(directory: Path) -> list[Row]:
                           ("hosts-nmaps256", " --nmaps 256")):
         h = Results(name, directory)
         summary = h("summary")
-        command = f"python benchmarks/hosts.py{options}"
+        command = f"python benchmarks/hosts.py{options} --record"
         rows.append(Row(f"2 test hosts x 1 rank, all_reduce (sum) over the veth link "
                         f"({options.strip() or 'the defaults'}), started {h('started')}",
                         f"{summary['sum_dpnb_vs_raw_throughput']:.2f}x raw's throughput "
@@ -224,7 +224,7 @@ def faults(directory: Path) -> list[Row]:
     f = Results("faults", directory)
     return [Row(r["measure"], r["dpnb"], f"{r['reference_is']}: {r['reference']}"
                 if r["reference_is"] else r["reference"], r["ratio"], "",
-                "python benchmarks/faults.py" if i == 0 else "same", f.name)
+                "python benchmarks/faults.py --record" if i == 0 else "same", f.name)
             for i, r in enumerate(f("table"))]
 
 
@@ -232,7 +232,7 @@ def against_revision(directory: Path) -> list[Row]:
     a = Results("against_revision", directory)
     return [Row(f"{r['benchmark']}: {r['figure']}", f"{r['this']:.4g} ({a('this')})",
                 f"{r['reference']:.4g} ({a('reference')})", x(r["ratio"]), "",
-                "python benchmarks/against_revision.py" if i == 0 else "same", a.name)
+                "python benchmarks/against_revision.py --record" if i == 0 else "same", a.name)
             for i, r in enumerate(a("figures"))]
 
 
