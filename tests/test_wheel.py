@@ -94,6 +94,25 @@ def test_dpnb_runs_from_the_wheel_outside_any_clone(installed):
     assert sorted(p.name for p in work.iterdir()) == ["notebooks"]   # nothing else written
 
 
+def test_the_copied_out_cifar10_notebook_runs_from_the_wheel(installed):
+    """The CIFAR-10 notebook, as `dpnb notebooks` copied it, runs in a kernel of the wheel's
+    environment (its own checks: the validation error falls, the ranks agree)."""
+    venv, env, work = installed
+    copied = work / "notebooks" / "02_cifar10_data_parallel.ipynb"
+    if not copied.exists():
+        run([venv / "bin" / "dpnb", "notebooks", "notebooks"], work, env)
+    execute = ("import sys, tempfile\n"
+               "from pathlib import Path\n"
+               "from dpnb.tutorial_command import execute, reap\n"
+               "ipython_dir = tempfile.mkdtemp()\n"
+               "try:\n"
+               "    execute(Path(sys.argv[1]), ipython_dir, 300)\n"
+               "finally:\n"
+               "    print('left:', reap('IPYTHONDIR', ipython_dir))\n")
+    out = run([venv / "bin" / "python", "-c", execute, copied], work, env, timeout=600).stdout
+    assert out.strip().splitlines()[-1] == "left: []", out
+
+
 def test_the_example_and_its_launcher_run_from_the_wheel(installed):
     """The launcher finds the environment's Python and mpiexec unactivated (PATH without it)."""
     venv, env, work = installed
