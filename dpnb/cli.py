@@ -12,6 +12,7 @@ import shlex
 import shutil
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -50,13 +51,21 @@ def demo(steps: int, extension: str | None) -> int:
 
 def run_script(script: str, args: list[str]) -> int:
     """Run ``script`` as ``__main__`` with ``nnabla`` names resolving to dpnb, as
-    ``python script args...`` would run it (argv, sys.path[0])."""
+    ``python script args...`` would run it (argv, sys.path[0], and an uncaught error's
+    traceback from the program's own frames on, with status 1)."""
     from dpnb.nnabla_alias import use_as_nnabla
 
     use_as_nnabla()
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    runpy.run_path(script, run_name="__main__")
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except Exception as e:   # the program's own error, not the command's: as python shows it
+        frames = e.__traceback__
+        while frames is not None and frames.tb_frame.f_code.co_filename != script:
+            frames = frames.tb_next
+        traceback.print_exception(type(e), e, frames or e.__traceback__)
+        return 1
     return 0
 
 
@@ -234,6 +243,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.command_parser.prog}: needs {e.name}, which is not installed; "
               f"install it with `pip install 'dpnb[{extra}]'`", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"{args.command_parser.prog}: interrupted", file=sys.stderr)
+        return 130   # as a shell reports a command that SIGINT ended
     except BrokenPipeError:   # e.g. `dpnb cluster where | head`: the reader has gone
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())   # so that the exit's flush does not fail too

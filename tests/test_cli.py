@@ -244,3 +244,18 @@ def test_a_reader_that_goes_away_ends_the_command_quietly():
     err = process.stderr.read().decode()
     assert process.wait(timeout=60) == 1, err
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_a_programs_own_errors_show_as_python_shows_them(tmp_path):
+    """`dpnb run`: the program's uncaught error (a missing module or a dpnb error too) is its
+    traceback from its own frames on and status 1, not a one-line message of the command."""
+    program = tmp_path / "prog.py"
+    program.write_text("import dpnb\n\ndef load():\n    import tqdm_is_not_here\n\nload()\n")
+    done = subprocess.run([sys.executable, "-m", "dpnb", "run", str(program)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0] == "Traceback (most recent call last):", done.stderr
+    assert lines[1] == f'  File "{program}", line 6, in <module>', done.stderr
+    assert lines[-1] == "ModuleNotFoundError: No module named 'tqdm_is_not_here'"
+    assert "runpy" not in done.stderr and "pip install" not in done.stderr

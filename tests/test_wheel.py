@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -76,6 +77,19 @@ def test_the_wheel_holds_what_the_commands_need_and_no_tests(wheel):
     assert mode & 0o111, "the launcher must stay executable"
 
 
+def test_the_sdist_holds_the_package_data_and_what_rebuilds_it(tmp_path):
+    build = "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
+    name = subprocess.run([sys.executable, "-c", build, str(tmp_path)], cwd=REPO, check=True,
+                          capture_output=True, text=True, timeout=300).stdout.split()[-1]
+    with tarfile.open(tmp_path / name) as sdist:
+        names = {n.split("/", 1)[1] for n in sdist.getnames() if "/" in n}
+    wanted = [*SHIPPED, "LICENSE", "notebooks/make_notebooks.py", "notebooks/tutorial_cells.py",
+              "notebooks/cifar10_cells.py", "scripts/make_proto.py", "profiles/mpi/ipcluster_config.py",
+              "dpnb/examples/cifar10/multi_device_multi_process_classification.py"]
+    assert [n for n in wanted if n not in names] == []
+    assert not [n for n in names if n.startswith("tests/")]
+
+
 def test_dpnb_runs_from_the_wheel_outside_any_clone(installed):
     venv, env, work = installed
     python = str(venv / "bin" / "python")
@@ -86,6 +100,18 @@ def test_dpnb_runs_from_the_wheel_outside_any_clone(installed):
     assert "loss" in run([venv / "bin" / "dpnb", "demo", "--steps", "2"], work, env).stdout
     run([venv / "bin" / "dpnb", "profile", "install"], work, env)
     assert (Path(env["IPYTHONDIR"]) / "profile_mpi" / "ipcluster_config.py").is_file()
+    python = venv / "bin" / "python"
+    run([python, "-m", "ipyparallel.cluster", "start", "--profile=mpi", "-n", "2", "--daemonize"],
+        work, env)
+    try:
+        ranks = run([python, "-c", "import ipyparallel as ipp\n"
+                     "rc = ipp.Client(profile='mpi', timeout=60)\n"
+                     "rc.wait_for_engines(2, timeout=120)\n"
+                     "print(rc[:].apply_sync(lambda: (rank, __import__('dpnb').__file__)))"],
+                    work, env, timeout=180).stdout
+    finally:
+        run([venv / "bin" / "dpnb", "cluster", "stop"], work, env)
+    assert ranks.strip() == str([(r, f"{where.strip()}") for r in (0, 1)]), ranks
     run([venv / "bin" / "dpnb", "notebooks", "notebooks"], work, env)
     assert sorted(p.name for p in (work / "notebooks").iterdir()) == [
         Path(name).name for name in SHIPPED[:3]]
