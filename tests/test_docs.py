@@ -53,6 +53,24 @@ RUN = {
     f"--result {RUN_DIR}": "Training loss",
     ".venv/bin/dpnb notebooks ~/dpnb-tutorials": "copied",     # with HOME in pytest's tmp_path
     ".venv/bin/python docs/_ext/benchmark_table.py": "| what | dpnb | reference (same run) |",
+    ".venv/bin/dpnb profile install": "installed the IPython profile 'mpi'",
+    "OMP_NUM_THREADS=1 .venv/bin/mpiexec -n 2 .venv/bin/python -m dpnb.examples.cifar10 -c cpu "
+    "--dataset digits": "final test accuracy",
+}
+# The shell session of docs/clusters.md, run in order, with what each step must print.
+CLUSTER_SESSION = {
+    ".venv/bin/dpnb cluster start -n 2": "stop with: dpnb cluster stop",
+    ".venv/bin/dpnb cluster status": "2 engines run in profile 'mpi'",
+    ".venv/bin/dpnb cluster where": "2 of 2 ranks answered",
+    ".venv/bin/dpnb cluster stop": "stopped the cluster in profile 'mpi'",
+}
+# Commands shown but not run by the suite, and why.
+NOT_RUN = {
+    ".venv/bin/pip install -e '.[mpich,cluster,lab]'": "a set-up command: the suite runs in the "
+                                                       "environment the test command installed",
+    ".venv/bin/jupyter lab '~/dpnb-tutorials'": "a server that runs until stopped: "
+                                                "tests/test_browser.py starts JupyterLab on "
+                                                "these notebooks and drives it",
 }
 TOP_LEVEL = {p.name for p in REPO.iterdir() if not p.name.startswith(".")} | {".ci"}
 
@@ -306,6 +324,27 @@ def test_every_command_of_the_readme_and_docs_parses_and_names_what_exists():
     assert check_command(["python", "-m", "dpnb.no_such_module"], extras)
     assert check_command([".venv/bin/pip", "install", "-e", ".[mpich,nonsense]"], extras)
     assert check_command(["python", "benchmarks/no_such_benchmark.py"], extras)
+
+
+def test_every_command_shown_is_run_or_says_why_not():
+    known = {shlex.join(shlex.split(c)) for c in [*SETUP, *RUN, *CLUSTER_SESSION, *NOT_RUN]}
+    assert sorted({line for _, line in command_lines()} - known) == []
+
+
+def test_the_cluster_session_runs_as_written(tmp_path):
+    shown = {line for _, line in command_lines()}
+    env = {**os.environ, "HOME": str(tmp_path)}
+    env.pop("IPYTHONDIR", None)            # the profile "mpi" of this HOME, as a user has it
+    try:
+        for command, expected in CLUSTER_SESSION.items():
+            assert command in shown, f"{command!r} is no longer shown"
+            done = subprocess.run(shlex.split(command.replace(".venv/bin/", f"{BIN}/")),
+                                  cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+            assert done.returncode == 0, f"{command}:\n{done.stdout}{done.stderr}"
+            assert expected in done.stdout, f"{command}:\n{done.stdout}"
+    finally:
+        subprocess.run([str(BIN / "dpnb"), "cluster", "stop"], env=env, capture_output=True,
+                       timeout=180)
 
 
 @pytest.mark.parametrize("command", list(RUN))
