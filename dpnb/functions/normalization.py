@@ -10,6 +10,7 @@ from ..errors import DpnbError, DpnbValueError
 from ..graph import Function, Variable
 from .base import (argument_error, axes_of, base_axis_of, default_outputs, kept_axes,
                    one_axis, sum_to, workspace)
+from .graph_module import composite_backward_graph
 from .specs import FunctionSpec, Params, attrs, call, ints
 
 __all__ = ["batch_normalization", "fused_batch_normalization", "group_normalization",
@@ -205,6 +206,29 @@ class BatchNormalization(Function):
                 gx += centred
                 gx += shift
         return (gx,) + tuple(grads[role] if need[role] else None for role in self.roles)
+
+    def composite(self, F, xs):
+        """What it computes, as a graph of functions (its graph backward differentiates it)."""
+        x, params = xs[0], self._unpack(xs)
+        if self.batch_stat:
+            mean = F.mean(x, self.reduce_axes, keepdims=True)
+            centred = x - mean
+            variance = F.mean(centred ** 2, self.reduce_axes, keepdims=True)
+        else:
+            mean, variance = params["mean"], params["variance"]
+            centred = x - mean
+        y = centred * (variance + self.eps) ** -0.5
+        if "gamma" in params:
+            y = y * params["gamma"]
+        if "beta" in params:
+            y = y + params["beta"]
+        return [y, mean, variance] if self.output_stat else [y]
+
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """Its composite differentiated; the running statistics get none, as in backward."""
+        need = [need and role not in ("mean", "variance")
+                for need, role in zip(need_grads, ("x", *self.roles))]
+        return composite_backward_graph(self, F, xs, ys, gys, need)
 
 
 def _fused_batch_norm_params(fn) -> Params:
@@ -533,6 +557,22 @@ class Standardization(Function):
                 gx += g_mean / self.count + (2 / self.count) * g_var * xhat / self.inv_std
             gx = gx.reshape(x.shape)
         return (gx,) + tuple(grads.get(role) for role in self.roles)
+
+    def composite(self, F, xs):
+        """What it computes, as a graph of functions (its graph backward differentiates it)."""
+        x, params = xs[0], dict(zip(self.roles, xs[1:]))
+        xv = F.reshape(x, self.view, inplace=False)
+        mean = F.mean(xv, self.reduce_axes, keepdims=True)
+        centred = xv - mean
+        variance = F.mean(centred ** 2, self.reduce_axes, keepdims=True)
+        y = F.reshape(centred * (variance + self.eps) ** -0.5, x.shape, inplace=False)
+        if "gamma" in params:
+            y = y * params["gamma"]
+        if "beta" in params:
+            y = y + params["beta"]
+        return [y, mean, variance] if self.output_stat else [y]
+
+    backward_graph = composite_backward_graph
 
 
 def _batch_axes(owner: Function, batch_axis: int | Sequence[int], ndim: int) -> tuple[int, ...]:
