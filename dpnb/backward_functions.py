@@ -15,7 +15,7 @@ from . import functions as F
 from .errors import DpnbError
 from .formats.function_messages import function_instance
 from .formats.function_specs import exported_types
-from .functions.graph_module import custom_backwards, graph_backward
+from .functions.graph_module import custom_backwards, graph_backward, made_type_names
 from .graph import Function, Variable
 from .ndarray import NdArray
 
@@ -37,21 +37,25 @@ def registered(func_name: str) -> BackwardFunction | None:
 
 
 class _Registry(Mapping):
-    """Type name -> backward function, for every function type dpnb has and those
-    registered."""
+    """Type name -> backward function, for every function type dpnb has, those its graph
+    backwards made (``ConvolutionDataGrad`` ...), and those registered."""
 
     def __getitem__(self, type_name: str) -> BackwardFunction:
         if type_name in _registered:
             return _registered[type_name]
-        if type_name not in exported_types():
+        if type_name not in exported_types() and type_name not in made_type_names:
             raise KeyError(type_name)
         return _backward_function(type_name)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(dict.fromkeys([*exported_types(), *_registered]))
+        return iter(self._names())
 
     def __len__(self) -> int:
-        return len(dict.fromkeys([*exported_types(), *_registered]))
+        return len(self._names())
+
+    @staticmethod
+    def _names() -> dict:
+        return dict.fromkeys([*exported_types(), *sorted(made_type_names), *_registered])
 
 
 registry = _Registry()

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..context import get_current_context
 from ..errors import DpnbError
-from ..graph import Function, Variable
+from ..graph import Function, FunctionInfo, Variable
 
 
 class NoGraphGradient(DpnbError):
@@ -701,22 +701,42 @@ def composite_backward_graph(self, F, xs, ys, gys, need_grads):
 
 # -- the backward of a linear function, as a function of its own ---------------------
 
-class LinearBackward(Function):
+# The type names of the functions nn.grad made (``ConvolutionDataGrad`` ...), which the
+# registry of backward functions answers for too.
+made_type_names: set[str] = set()
+
+
+class _MadeByGrad(Function):
+    """Base of the functions made by graph backwards: no nnabla file form; ``info`` gives
+    the type name nnabla gives its counterpart and no arguments."""
+
+    no_nnabla_spec = "a function made by a graph backward (nn.grad)"
+    type_name = ""
+
+    @property
+    def name(self) -> str:
+        return self.type_name
+
+    @property
+    def info(self) -> FunctionInfo:
+        return FunctionInfo(self.type_name, {})
+
+    def _named(self, type_name: str) -> None:
+        self.type_name = type_name
+        made_type_names.add(type_name)
+
+
+class LinearBackward(_MadeByGrad):
     """The backward of ``of``, a function linear in its first input whose other inputs
     only select (max pooling's maxima: no gradient flows to them) and whose backward reads
     no output: its forward is ``of``'s backward on arrays, its backward ``of``'s forward
     (the adjoint's adjoint), so every order stays on arrays.  Its inputs are the gradient
     and ``of``'s other inputs."""
 
-    no_nnabla_spec = "the backward of a linear function, made by nn.grad"
-
     def __init__(self, of: Function):
         self.of = of
         self.x_shape = of.inputs[0].shape
-
-    @property
-    def name(self) -> str:
-        return f"{self.of.name}Backward"
+        self._named(f"{of.name}DataGrad")
 
     def output_specs(self, inputs):
         return [(self.x_shape, inputs[0].dtype)]
@@ -737,18 +757,13 @@ class LinearBackward(Function):
         return [LinearForward(self.of)(gys[0], *xs[1:]), *[None] * (len(xs) - 1)]
 
 
-class LinearForward(Function):
+class LinearForward(_MadeByGrad):
     """``of``'s forward again, as the backward of ``LinearBackward`` (third order on)."""
-
-    no_nnabla_spec = "a linear function's forward again, made by nn.grad"
 
     def __init__(self, of: Function):
         self.of = of
         self.y_shape = of.outputs[0].shape
-
-    @property
-    def name(self) -> str:
-        return f"{self.of.name}Again"
+        self._named(f"{of.name}DataGradBackward")
 
     def output_specs(self, inputs):
         return [(self.y_shape, inputs[0].dtype)]
@@ -797,22 +812,17 @@ def _placed(i: int, value, other) -> list:
     return [value, other] if i == 0 else [other, value]
 
 
-class BilinearPart(Function):
+class BilinearPart(_MadeByGrad):
     """The gradient of operand ``i`` of ``of``, a function bilinear in its first two
     inputs, as a function of the output gradient and the other operand.  Its forward is
     ``of``'s backward on arrays (given zeros for operand ``i``, which a bilinear function's
     gradient of it does not read); its backward is ``of``'s forward (for the output
     gradient) and ``of``'s backward for the other operand."""
 
-    no_nnabla_spec = "a part of the backward of a bilinear function, made by nn.grad"
-
     def __init__(self, of: Function, i: int):
         self.of, self.i = of, i
         self.shapes = [v.shape for v in of.inputs[:2]]
-
-    @property
-    def name(self) -> str:
-        return f"{self.of.name}Grad{self.i}"
+        self._named(f"{of.name}{'DataGrad' if i == 0 else 'FilterGrad'}")
 
     def output_specs(self, inputs):
         gy, other = inputs
@@ -842,19 +852,14 @@ class BilinearPart(Function):
         return [g_gy, g_other]
 
 
-class BilinearApply(Function):
+class BilinearApply(_MadeByGrad):
     """``of``'s forward on two operands again (no further inputs), as the backward of a
     ``BilinearPart`` (third order on)."""
-
-    no_nnabla_spec = "a bilinear function's forward again, made by nn.grad"
 
     def __init__(self, of: Function):
         self.of = of
         self.y_shape = of.outputs[0].shape
-
-    @property
-    def name(self) -> str:
-        return f"{self.of.name}Again"
+        self._named(f"{of.name}Again")
 
     def output_specs(self, inputs):
         return [(self.y_shape, np.result_type(*(v.dtype for v in inputs)))]
