@@ -28,22 +28,23 @@ def _variables(arrays, need=None):
 
 def check_second_order(build, arrays, need=None, seed=0, eps=1e-6, atol=1e-6, rtol=1e-5):
     """For y = build(*xs): nn.grad's first-order gradients equal backward()'s, and the
-    gradient of s = sum_i <v_i, dy/dx_i (w)> (w, v_i random) built by nn.grad equals the
-    central differences of s computed from backward()'s first-order gradients (the
-    array-level reference), so a gradient graph right in value but wrong in how it
-    depends on x fails."""
+    gradient of s = sum_i <v_i, dy/dx_i (w)> (w, v_i random) built by nn.grad, with
+    respect to the inputs and to the output gradient w, equals the central differences
+    of s computed from backward()'s first-order gradients (the array-level reference),
+    so a gradient graph right in value but wrong in how it depends on x or w fails."""
     rng = np.random.RandomState(seed)
     xs = _variables(arrays, need)
     wanted = [x for x in xs if x.need_grad]
     y = build(*xs)
-    w = rng.randn(*y.shape)
+    seed = nn.Variable.from_numpy_array(rng.randn(*y.shape)).apply(need_grad=True)
+    w = seed.d
     # first order: against the array-level backward
     y.forward()
     for x in wanted:
         x.grad.zero()
     y.backward(w)
     first = [x.g.copy() for x in wanted]
-    grads = nn.grad([y], wanted, grad_outputs=[w])
+    grads = nn.grad([y], wanted, grad_outputs=[seed])
     vs = [nn.Variable.from_numpy_array(rng.randn(*g.shape)) for g in grads]
     s = F.sum(F.mul2(grads[0], vs[0]))
     for g, v in zip(grads[1:], vs[1:]):
@@ -52,10 +53,10 @@ def check_second_order(build, arrays, need=None, seed=0, eps=1e-6, atol=1e-6, rt
     for g, expected in zip(grads, first):
         np.testing.assert_allclose(g.d, expected, rtol=1e-10, atol=1e-10)
     # second order: the gradient of s against central differences of the reference s
-    for x in wanted:
+    for x in [*wanted, seed]:
         x.grad.zero()
     s.backward()
-    analytic = [x.g.copy() for x in wanted]
+    analytic = [x.g.copy() for x in [*wanted, seed]]
 
     def reference_s() -> float:
         y.forward()
@@ -64,7 +65,7 @@ def check_second_order(build, arrays, need=None, seed=0, eps=1e-6, atol=1e-6, rt
         y.backward(w)
         return sum(float(np.sum(x.g * v.d)) for x, v in zip(wanted, vs))
 
-    for x, expected in zip(wanted, analytic):
+    for x, expected in zip([*wanted, seed], analytic):
         numeric = np.zeros_like(expected)
         for i in np.ndindex(*x.shape):
             kept = x.d[i]
@@ -134,6 +135,7 @@ CASES = {
     "split": (lambda a: F.split(a, axis=1)[1] ** 3, [A]),
     "stack": (lambda a, b: F.stack(a, b, axis=1) ** 2, [A, B]),
     "pad_reflect": (lambda a: F.pad(a, (1, 2), mode="reflect") ** 2, [A]),
+    "pad_constant": (lambda a: F.pad(a, (1, 2), constant_value=0.7) ** 2, [A]),
     "flip": (lambda a: F.flip(a, (0,)) ** 2, [A]),
     "cumsum": (lambda a: F.cumsum(a, axis=1) ** 2, [A]),
     "matrix_diag": (lambda a: F.matrix_diag(a) ** 2, [A]),

@@ -424,7 +424,14 @@ class Pad(Function):
                 g = _along_grad(xp, g, axis, self.index[axis], self.in_shape[axis])
         return (g,)
 
-    backward_graph = linear_backward_graph  # linear: its backward on arrays is a function
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """Constant padding is affine (its constant has no gradient): the slice of gy that x
+        filled.  The other modes are linear: their backward on arrays, as a function."""
+        if self.mode != "constant":
+            return linear_backward_graph(self, F, xs, ys, gys, need_grads)
+        start = [b for b, _ in self.pairs]
+        stop = [b + s for s, (b, _) in zip(self.in_shape, self.pairs)]
+        return [F.slice(gys[0], start, stop, [1] * len(start))]
 
 
 def pad(x: Variable, pad_width: Sequence[int], mode: str = "constant", constant_value: float = 0,

@@ -701,6 +701,12 @@ def composite_backward_graph(self, F, xs, ys, gys, need_grads):
 
 # -- the backward of a linear function, as a function of its own ---------------------
 
+def _writable(a):
+    """``a``, or a copy where it is a read-only view (a forward's broadcast), since a gradient
+    is written into by ``backward(accum=False)``."""
+    return a if getattr(a.flags, "writeable", True) else a.copy()
+
+
 # The type names of the functions nn.grad made (``ConvolutionDataGrad`` ...), which the
 # registry of backward functions answers for too.
 made_type_names: set[str] = set()
@@ -751,7 +757,8 @@ class LinearBackward(_MadeByGrad):
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         others = list(xs[1:])
-        return (self.of.forward_arrays(xp, [gys[0], *others])[0], *[None] * len(others))
+        return (_writable(self.of.forward_arrays(xp, [gys[0], *others])[0]),
+                *[None] * len(others))
 
     def backward_graph(self, F, xs, ys, gys, need_grads):
         return [LinearForward(self.of)(gys[0], *xs[1:]), *[None] * (len(xs) - 1)]
@@ -774,7 +781,7 @@ class LinearForward(_MadeByGrad):
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         need = [True] + [False] * (len(xs) - 1)
         operands = list(xs) if self.of.grad_depends_on_inputs else None
-        return (self.of.backward_arrays(xp, operands, None, [gys[0]], need)[0],
+        return (_writable(self.of.backward_arrays(xp, operands, None, [gys[0]], need)[0]),
                 *[None] * (len(xs) - 1))
 
     def backward_graph(self, F, xs, ys, gys, need_grads):
@@ -838,7 +845,7 @@ class BilinearPart(_MadeByGrad):
         (gy, other), (g,) = xs, gys
         operands = _placed(self.i, g, other)
         j = 1 - self.i
-        g_gy = self.of.forward_arrays(xp, operands)[0] if need_grads[0] else None
+        g_gy = _writable(self.of.forward_arrays(xp, operands)[0]) if need_grads[0] else None
         g_other = None
         if need_grads[1]:
             g_other = self.of.backward_arrays(xp, operands, None, [gy],
