@@ -146,6 +146,11 @@ CASES = {
     "where": (lambda a, b: F.where(F.greater_scalar(A_VAR, 0.0), a, b) ** 2, [A, B]),
     "layer_normalization": (lambda x, b, g: F.layer_normalization(x, b, g) ** 2,
                             [rng.randn(3, 4), rng.randn(1, 4), rng.rand(1, 4) + 0.5]),
+    "norm_normalization": (lambda a: F.norm_normalization(a, p=3, axes=1), [A]),
+    "weight_normalization": (lambda w, g: F.weight_normalization(w, g, dim=0) ** 2,
+                             [rng.randn(3, 2), rng.rand(3) + 0.5]),
+    "batch_matmul": (lambda a, b: F.batch_matmul(a, b, transpose_b=True) ** 2,
+                     [rng.randn(2, 2, 3), rng.randn(2, 4, 3)]),
     "max_pooling_backward": (lambda g, x: F.max_pooling_backward(g, x, (2, 2)) ** 2,
                              [rng.randn(1, 1, 2, 2), rng.randn(1, 1, 4, 4)]),
 }

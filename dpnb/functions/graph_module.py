@@ -260,6 +260,9 @@ class GraphArray:
     def T(self):
         return self.transpose()
 
+    def swapaxes(self, axis1, axis2):
+        return GraphModule.swapaxes(self, axis1, axis2)
+
     def astype(self, dtype, copy: bool = True):
         """The same variable: the graph keeps each variable's type (a cast is a forward's
         business, and integer labels compare the same as floats)."""
@@ -442,6 +445,13 @@ class _GraphModule:
         for dest, src in sorted(zip(destinations, sources)):
             rest.insert(dest, src)
         return x.transpose(tuple(rest))
+
+    @staticmethod
+    def swapaxes(x, axis1, axis2):
+        order = list(range(x.ndim))
+        a, b = int(axis1) % x.ndim, int(axis2) % x.ndim
+        order[a], order[b] = order[b], order[a]
+        return x.transpose(tuple(order))
 
     @staticmethod
     def ascontiguousarray(x):
@@ -686,6 +696,15 @@ def _functions_between(roots: Sequence[Variable], stop: Sequence[Variable]) -> l
             stack.extend((x.parent, False) for x in reversed(fn.inputs)
                          if x.parent is not None and x not in stops and id(x.parent) not in seen)
     return order
+
+
+def on_variables(compute, *variables: Variable):
+    """``compute(xp, *arrays)``, code written for arrays, run on variables with
+    ``GraphModule``: its result (or results) as variables of the graph."""
+    result = compute(GraphModule, *[GraphArray(v) for v in variables])
+    if isinstance(result, (list, tuple)):
+        return [_unwrap(r) for r in result]
+    return _unwrap(result)
 
 
 def composite_backward_graph(self, F, xs, ys, gys, need_grads):

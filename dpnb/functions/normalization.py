@@ -10,7 +10,7 @@ from ..errors import DpnbError, DpnbValueError
 from ..graph import Function, Variable
 from .base import (argument_error, axes_of, base_axis_of, default_outputs, kept_axes,
                    one_axis, sum_to, workspace)
-from .graph_module import composite_backward_graph
+from .graph_module import composite_backward_graph, on_variables
 from .specs import FunctionSpec, Params, attrs, call, ints
 
 __all__ = ["batch_normalization", "fused_batch_normalization", "group_normalization",
@@ -853,6 +853,12 @@ class NormNormalization(Function):
         through_norm = (gy * x).sum(axis=self.axes, keepdims=True) / (norm * norm)
         return (gy / norm - through_norm * (xp.abs(x) / norm) ** (self.p - 1) * xp.sign(x),)
 
+    def composite(self, F, xs):
+        """x over its norm, as a graph (its graph backward differentiates it)."""
+        return on_variables(lambda xp, x: x / self._norm(xp, x), xs[0])
+
+    backward_graph = composite_backward_graph
+
 
 def norm_normalization(x: Variable, p: float | None = None,
                        axes: int | Sequence[int] | None = None, eps: float = 1e-12) -> Variable:
@@ -897,6 +903,15 @@ class WeightNormalization(Function):
         if need_grads[1]:
             gg = (dot * inv_norm).reshape(g.shape)
         return gw, gg
+
+    def composite(self, F, xs):
+        """w scaled by g over its norm, as a graph (its graph backward differentiates it)."""
+        def compute(xp, w, g):
+            norm = xp.sqrt((w * w).sum(axis=self.others, keepdims=True) + self.eps)
+            return w * (g.reshape(self.g_shape) / norm)
+        return on_variables(compute, *xs)
+
+    backward_graph = composite_backward_graph
 
 
 def weight_normalization(w: Variable, g: Variable, dim: int = 0, eps: float = 1e-12,
