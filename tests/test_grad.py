@@ -162,6 +162,11 @@ def test_second_derivative_against_central_differences(name):
     check_second_order(build, arrays)
 
 
+def test_categorical_cross_entropy_second_derivative():
+    labels = nn.Variable.from_numpy_array(np.array([[2], [-1]]))
+    check_second_order(lambda x: F.categorical_cross_entropy(x, labels, axis=1), [POS])
+
+
 def test_softmax_cross_entropy_second_derivative():
     labels = nn.Variable.from_numpy_array(np.array([[2], [0]]))
     check_second_order(lambda x: F.softmax_cross_entropy(x, labels, axis=1), [A])
