@@ -167,6 +167,11 @@ def test_categorical_cross_entropy_second_derivative():
     check_second_order(lambda x: F.categorical_cross_entropy(x, labels, axis=1), [POS])
 
 
+def test_embed_second_derivative():
+    ids = nn.Variable.from_numpy_array(np.array([[0, 2], [2, 1]]))
+    check_second_order(lambda w: F.embed(ids, w) ** 2, [rng.randn(3, 2)])
+
+
 def test_softmax_cross_entropy_second_derivative():
     labels = nn.Variable.from_numpy_array(np.array([[2], [0]]))
     check_second_order(lambda x: F.softmax_cross_entropy(x, labels, axis=1), [A])

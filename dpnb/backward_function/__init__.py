@@ -24,12 +24,13 @@ class GradFunction:
 
     def __init__(self, ctx: Context | None, *args, **kwargs):
         self.ctx, self.args, self.kwargs = ctx, args, kwargs
-        self.xshape = self.wshape = None
+        self.xshape = self.wshape = self.xshapes = None
 
     def _function_on(self, *operands: Variable):
         """The forward function on stand-ins of the operands' shapes (never computed)."""
         with auto_forward(False):
-            stand_ins = [Variable(v.shape if isinstance(v, Variable) else v) for v in operands]
+            stand_ins = [Variable(v.shape, dtype=v.dtype) if isinstance(v, Variable)
+                         else Variable(v) for v in operands]
             return type(self).forward(*stand_ins, *self.unused_inputs, *self.args,
                                       **self.kwargs).parent
 

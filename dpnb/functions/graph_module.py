@@ -752,59 +752,79 @@ class _MadeByGrad(Function):
 
 
 class LinearBackward(_MadeByGrad):
-    """The backward of ``of``, a function linear in its first input whose other inputs
-    only select (max pooling's maxima: no gradient flows to them) and whose backward reads
-    no output: its forward is ``of``'s backward on arrays, its backward ``of``'s forward
-    (the adjoint's adjoint), so every order stays on arrays.  Its inputs are the gradient
-    and ``of``'s other inputs."""
+    """The backward of ``of``, a function linear in its inputs ``linear`` (jointly) whose
+    other inputs only select (max pooling's maxima, embed's ids: no gradient flows to
+    them) and whose backward reads no output: its forward is ``of``'s backward on arrays
+    (one output per linear input), its backward ``of``'s forward (the adjoint's adjoint),
+    so every order stays on arrays.  Its inputs: the output gradient, then ``of``'s other
+    inputs."""
 
-    def __init__(self, of: Function):
-        self.of = of
-        self.x_shape = of.inputs[0].shape
-        self._named(f"{of.name}DataGrad")
+    def __init__(self, of: Function, linear: Sequence[int] = (0,)):
+        self.of, self.linear = of, tuple(linear)
+        self.shapes = [v.shape for v in of.inputs]
+        self.others = [i for i in range(len(self.shapes)) if i not in self.linear]
+        self._named(f"{of.name}{'DataGrad' if self.linear[0] == 0 else 'FilterGrad'}")
 
     def output_specs(self, inputs):
-        return [(self.x_shape, inputs[0].dtype)]
+        return [(self.shapes[i], inputs[0].dtype) for i in self.linear]
 
     def forward_arrays(self, xp, xs):
         g, others = xs[0], list(xs[1:])
-        # a linear function's backward does not read its first input: zeros stand in
-        operands = ([xp.zeros(self.x_shape, g.dtype), *others]
-                    if self.of.grad_depends_on_inputs else None)
-        need = [True] + [False] * len(others)
-        return (self.of.backward_arrays(xp, operands, None, [g], need)[0],)
+        # a linear function's backward does not read its linear inputs: zeros stand in
+        operands = (_placed_all(self, [xp.zeros(self.shapes[i], g.dtype) for i in self.linear],
+                                others) if self.of.grad_depends_on_inputs else None)
+        need = [i in self.linear for i in range(len(self.shapes))]
+        grads = self.of.backward_arrays(xp, operands, None, [g], need)
+        return tuple(grads[i] for i in self.linear)
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         others = list(xs[1:])
-        return (_writable(self.of.forward_arrays(xp, [gys[0], *others])[0]),
-                *[None] * len(others))
+        y = self.of.forward_arrays(xp, _placed_all(self, list(gys), others))[0]
+        return (_writable(y), *[None] * len(others))
 
     def backward_graph(self, F, xs, ys, gys, need_grads):
-        return [LinearForward(self.of)(gys[0], *xs[1:]), *[None] * (len(xs) - 1)]
+        others = list(xs[1:])
+        y = LinearForward(self.of, self.linear)(*_placed_all(self, list(gys), others))
+        return [y, *[None] * len(others)]
+
+
+def _placed_all(fn, linear_values: list, other_values: list) -> list:
+    """``fn.of``'s inputs in order from the values of its linear and its other inputs."""
+    operands = [None] * len(fn.shapes)
+    for i, v in zip(fn.linear, linear_values):
+        operands[i] = v
+    for i, v in zip(fn.others, other_values):
+        operands[i] = v
+    return operands
 
 
 class LinearForward(_MadeByGrad):
-    """``of``'s forward again, as the backward of ``LinearBackward`` (third order on)."""
+    """``of``'s forward again, on all of its inputs, as the backward of ``LinearBackward``
+    (third order on)."""
 
-    def __init__(self, of: Function):
-        self.of = of
+    def __init__(self, of: Function, linear: Sequence[int] = (0,)):
+        self.of, self.linear = of, tuple(linear)
+        self.shapes = [v.shape for v in of.inputs]
+        self.others = [i for i in range(len(self.shapes)) if i not in self.linear]
         self.y_shape = of.outputs[0].shape
-        self._named(f"{of.name}DataGradBackward")
+        self._named(f"{of.name}Again")
 
     def output_specs(self, inputs):
-        return [(self.y_shape, inputs[0].dtype)]
+        return [(self.y_shape, inputs[self.linear[0]].dtype)]
 
     def forward_arrays(self, xp, xs):
         return (self.of.forward_arrays(xp, list(xs))[0],)
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
-        need = [True] + [False] * (len(xs) - 1)
+        need = [i in self.linear for i in range(len(xs))]
         operands = list(xs) if self.of.grad_depends_on_inputs else None
-        return (_writable(self.of.backward_arrays(xp, operands, None, [gys[0]], need)[0]),
-                *[None] * (len(xs) - 1))
+        grads = self.of.backward_arrays(xp, operands, None, [gys[0]], need)
+        return tuple(_writable(grads[i]) if i in self.linear else None for i in range(len(xs)))
 
     def backward_graph(self, F, xs, ys, gys, need_grads):
-        return [LinearBackward(self.of)(gys[0], *xs[1:]), *[None] * (len(xs) - 1)]
+        grads = LinearBackward(self.of, self.linear)(gys[0], *[xs[i] for i in self.others])
+        grads = iter(grads if isinstance(grads, tuple) else (grads,))
+        return [next(grads) if i in self.linear else None for i in range(len(xs))]
 
 
 def linear_backward_graph(self, F, xs, ys, gys, need_grads):

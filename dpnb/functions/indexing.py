@@ -13,6 +13,7 @@ from ..errors import DpnbError
 from ..graph import Function, Variable
 from ..ndarray import NdArray
 from .base import add_at, default_outputs, one_axis, shape_of
+from .graph_module import LinearBackward
 from .specs import FunctionSpec, attrs, call, int_axis, no_params, without_params
 
 __all__ = ["gather", "gather_nd", "scatter_nd", "scatter_add", "one_hot", "embed", "bool_fill",
@@ -365,6 +366,12 @@ class Embed(Function):
         gw = xp.zeros(self.w_shape, gys[0].dtype)
         add_at(xp, gw, self._ids(xp, xs[0]), gys[0])
         return (None, gw)
+
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """Linear in w, the ids only select: its backward on arrays, as a function."""
+        if not need_grads[1]:
+            return [None, None]
+        return [None, LinearBackward(self, (1,))(gys[0], xs[0])]
 
 
 def embed(x0: Variable, w: Variable, n_outputs: int = -1, outputs=None) -> Variable:
