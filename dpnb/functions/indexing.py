@@ -13,7 +13,7 @@ from ..errors import DpnbError
 from ..graph import Function, Variable
 from ..ndarray import NdArray
 from .base import add_at, default_outputs, one_axis, shape_of
-from .graph_module import LinearBackward
+from .graph_module import LinearBackward, NoGraphGradient, linear_backward_graph
 from .specs import FunctionSpec, attrs, call, int_axis, no_params, without_params
 
 __all__ = ["gather", "gather_nd", "scatter_nd", "scatter_add", "one_hot", "embed", "bool_fill",
@@ -151,6 +151,8 @@ class GatherNd(Function):
         gx = xp.zeros(self.x_shape, gys[0].dtype)
         add_at(xp, gx, self._where(xp, xs[1]), gys[0])
         return (gx, None)
+
+    backward_graph = linear_backward_graph  # linear in x; the indices only select
 
 
 def gather_nd(data: Variable, indices) -> Variable:
@@ -465,6 +467,8 @@ class BoolGather(Function):
         g[where] = gys[0].reshape((-1,) + self.in_shape[where.ndim:])
         return (g, None)
 
+    backward_graph = linear_backward_graph  # linear in x; the mask only selects
+
 
 def bool_gather(input: Variable, mask: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """The sub-arrays of ``input`` at the non-zero entries of ``mask`` (the shape of
@@ -522,6 +526,14 @@ class BoolScatter(Function):
             grads.append(g * ~where.reshape(where.shape + (1,) * (g.ndim - where.ndim))
                          if need_grads[2] else None)
         return tuple(grads)
+
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """Linear in the rows, the mask only selects; not yet where it writes into
+        ``output``."""
+        if self.has_output:
+            raise NoGraphGradient("F.bool_scatter with output= has no second-order gradient "
+                                  "in dpnb yet: it writes into output; leave output out")
+        return linear_backward_graph(self, F, xs, ys, gys, need_grads)
 
 
 def bool_scatter(input: Variable, mask: Variable, output: Variable | None = None,
