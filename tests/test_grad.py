@@ -176,6 +176,8 @@ def test_gather_and_scatter_second_derivatives():
     mask = nn.Variable.from_numpy_array(np.array([[1, 0, 1], [0, 1, 0]]))
     check_second_order(lambda x: F.bool_gather(x, mask) ** 3, [rng.randn(2, 3, 2)])
     check_second_order(lambda x: F.bool_scatter(x, mask) ** 3, [rng.randn(3, 2)])
+    check_second_order(lambda x, out: F.bool_scatter(x, mask, out) ** 3,
+                       [rng.randn(3, 2), rng.randn(2, 3, 2)])
     idx = nn.Variable.from_numpy_array(np.array([[0, 1, 1], [2, 0, 2]]))
     check_second_order(lambda x: F.gather_nd(x, idx) ** 3, [rng.randn(2, 3)])
 

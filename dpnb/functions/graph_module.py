@@ -759,6 +759,8 @@ class LinearBackward(_MadeByGrad):
     so every order stays on arrays.  Its inputs: the output gradient, then ``of``'s other
     inputs."""
 
+    no_nnabla_spec = "the backward of a linear function, made by a graph backward"
+
     def __init__(self, of: Function, linear: Sequence[int] = (0,)):
         self.of, self.linear = of, tuple(linear)
         self.shapes = [v.shape for v in of.inputs]
@@ -801,6 +803,8 @@ def _placed_all(fn, linear_values: list, other_values: list) -> list:
 class LinearForward(_MadeByGrad):
     """``of``'s forward again, on all of its inputs, as the backward of ``LinearBackward``
     (third order on)."""
+
+    no_nnabla_spec = "a linear function's forward again, made by a graph backward"
 
     def __init__(self, of: Function, linear: Sequence[int] = (0,)):
         self.of, self.linear = of, tuple(linear)
@@ -865,6 +869,8 @@ class BilinearPart(_MadeByGrad):
     gradient of it does not read); its backward is ``of``'s forward (for the output
     gradient) and ``of``'s backward for the other operand."""
 
+    no_nnabla_spec = "a part of a bilinear function's backward, made by a graph backward"
+
     def __init__(self, of: Function, i: int):
         self.of, self.i = of, i
         self.shapes = [v.shape for v in of.inputs[:2]]
@@ -901,6 +907,8 @@ class BilinearPart(_MadeByGrad):
 class BilinearApply(_MadeByGrad):
     """``of``'s forward on two operands again (no further inputs), as the backward of a
     ``BilinearPart`` (third order on)."""
+
+    no_nnabla_spec = "a bilinear function's forward again, made by a graph backward"
 
     def __init__(self, of: Function):
         self.of = of

@@ -13,7 +13,7 @@ from ..errors import DpnbError
 from ..graph import Function, Variable
 from ..ndarray import NdArray
 from .base import add_at, default_outputs, one_axis, shape_of
-from .graph_module import LinearBackward, NoGraphGradient, linear_backward_graph
+from .graph_module import LinearBackward, linear_backward_graph
 from .specs import FunctionSpec, attrs, call, int_axis, no_params, without_params
 
 __all__ = ["gather", "gather_nd", "scatter_nd", "scatter_add", "one_hot", "embed", "bool_fill",
@@ -528,12 +528,15 @@ class BoolScatter(Function):
         return tuple(grads)
 
     def backward_graph(self, F, xs, ys, gys, need_grads):
-        """Linear in the rows, the mask only selects; not yet where it writes into
-        ``output``."""
+        """Its backward as functions: the rows of g at the mask (bool_gather), and g where
+        the mask keeps ``output``'s values."""
+        g, mask = gys[0], xs[1]
+        grads = [F.bool_gather(g, mask) if need_grads[0] else None, None]
         if self.has_output:
-            raise NoGraphGradient("F.bool_scatter with output= has no second-order gradient "
-                                  "in dpnb yet: it writes into output; leave output out")
-        return linear_backward_graph(self, F, xs, ys, gys, need_grads)
+            keep = F.reshape(F.logical_not(mask), mask.shape + (1,) * (g.ndim - mask.ndim),
+                             inplace=False)
+            grads.append(F.mul2(g, keep) if need_grads[2] else None)
+        return grads
 
 
 def bool_scatter(input: Variable, mask: Variable, output: Variable | None = None,
