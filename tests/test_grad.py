@@ -423,3 +423,33 @@ def test_wgan_gp_step_against_numpy():
             p_np[i] = kept
             numeric[i] = (above - below) / (2 * eps)
         np.testing.assert_allclose(p.g, numeric, rtol=1e-5, atol=1e-6)
+
+
+def test_maml_step_against_numpy():
+    """One inner gradient step inside the outer loss: the outer gradient goes through the
+    inner gradient (second order), against central differences of a NumPy reference."""
+    r = np.random.RandomState(11)
+    xa, ya, xb, yb = r.randn(6, 3), r.randn(6, 1), r.randn(5, 3), r.randn(5, 1)
+    w0, lr = r.randn(3, 1), 0.1
+
+    def outer_numpy(w):
+        inner_grad = 2 * xa.T @ (xa @ w - ya) / len(xa)
+        adapted = w - lr * inner_grad
+        return np.mean((xb @ adapted - yb) ** 2)
+
+    w = nn.Variable.from_numpy_array(w0).apply(need_grad=True)
+    va, ta, vb, tb = (nn.Variable.from_numpy_array(a) for a in (xa, ya, xb, yb))
+    inner = F.mean(F.squared_error(F.affine(va, w), ta))
+    (g,) = nn.grad([inner], [w])
+    outer = F.mean(F.squared_error(F.affine(vb, w - lr * g), tb))
+    outer.forward()
+    np.testing.assert_allclose(float(outer.d), outer_numpy(w0), rtol=1e-12)
+    w.grad.zero()
+    outer.backward()
+    eps = 1e-6
+    numeric = np.zeros_like(w0)
+    for i in np.ndindex(*w0.shape):
+        step = np.zeros_like(w0)
+        step[i] = eps
+        numeric[i] = (outer_numpy(w0 + step) - outer_numpy(w0 - step)) / (2 * eps)
+    np.testing.assert_allclose(w.g, numeric, rtol=1e-6, atol=1e-9)
