@@ -1,10 +1,11 @@
 """``nn.grad``: gradients as variables of the graph, which can be differentiated again
 (gradient penalties, Hessian-vector products, MAML), as nnabla's ``nnabla.grad``.
 
-It walks the graph from the outputs back to the inputs, last function first, and adds
-each function's backward as functions (``dpnb.functions.graph_module``); a variable
-read by several functions gets the sum of their gradients (``F.add2``).  First-order
-``loss.backward()`` does not come here: it stays on the array-level backward."""
+It takes nnabla's arguments and hands the walk to ``graph_module.differentiate``: from
+the outputs back to the inputs, last function first, each function adds its backward as
+functions; a variable read by several functions gets the sum of their gradients
+(``F.add2``).  First-order ``loss.backward()`` does not come here: it stays on the
+array-level backward."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -32,7 +33,7 @@ def grad(outputs: Variable | Sequence[Variable], inputs: Variable | Sequence[Var
     number, an array, an NdArray, or a variable (then differentiable too), or one of
     those per output.  ``persistent_outputs`` (default: all True) set the outputs'
     ``persistent`` flags, so that clearing passes keep them.  An input the outputs do not
-    depend on, or that has ``need_grad`` False, gets zeros not linked to the graph.
+    depend on, or that has ``need_grad`` False, gets zeros (a constant of its shape).
     ``bind_grad_output`` (nnabla's binding of each input's ``grad`` to its gradient's data)
     is not in dpnb yet and raises."""
     outputs = _as_list(outputs, "outputs")
