@@ -201,6 +201,19 @@ def test_batch_normalization_second_derivative(batch_stat):
     check_second_order(build, [x, beta, gamma], atol=1e-5)
 
 
+@pytest.mark.parametrize("with_z", [True, False])
+def test_fused_batch_normalization_second_derivative(with_z):
+    x, z = rng.randn(4, 2, 3), rng.randn(4, 2, 3)
+    beta, gamma = rng.randn(1, 2, 1), rng.rand(1, 2, 1) + 0.5
+    mean, var = nn.Variable.from_numpy_array(np.zeros((1, 2, 1))), \
+        nn.Variable.from_numpy_array(np.ones((1, 2, 1)))
+
+    def build(x, beta, gamma, *z):
+        return F.fused_batch_normalization(x, beta, gamma, mean, var, *z, axes=(1,),
+                                           decay_rate=1.0) ** 2
+    check_second_order(build, [x, beta, gamma, *([z] if with_z else [])], atol=1e-5)
+
+
 # -- nn.grad's semantics --------------------------------------------------------------
 
 def test_grad_is_a_graph_that_forward_recomputes():

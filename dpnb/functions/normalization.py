@@ -283,6 +283,19 @@ class FusedBatchNormalization(BatchNormalization):
         grads = super().backward_arrays(xp, xs[:n], ys, [gy, *gys[1:]], need_grads[:n])
         return (*grads, gy if need_grads[-1] else None) if self.with_z else grads
 
+    def composite(self, F, xs):
+        """What it computes, as a graph of functions (its graph backward differentiates it)."""
+        out = super().composite(F, xs[:len(xs) - self.with_z])
+        y = out[0] + xs[-1] if self.with_z else out[0]
+        return [F.relu(y), *out[1:]]
+
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """Its composite differentiated; the running statistics get none, as in backward."""
+        roles = ("x", *self.roles, *(("z",) if self.with_z else ()))
+        need = [need and role not in ("mean", "variance")
+                for need, role in zip(need_grads, roles)]
+        return composite_backward_graph(self, F, xs, ys, gys, need)
+
 
 # What sync BN asks of its communicator.  Functions sit below communicators in the
 # layers, so the communicator is recognised by these calls, not by its class.
