@@ -151,6 +151,9 @@ CASES = {
                              [rng.randn(3, 2), rng.rand(3) + 0.5]),
     "batch_matmul": (lambda a, b: F.batch_matmul(a, b, transpose_b=True) ** 2,
                      [rng.randn(2, 2, 3), rng.randn(2, 4, 3)]),
+    "batch_det": (lambda x: F.batch_det(x), [rng.randn(2, 3, 3)]),
+    "batch_logdet": (lambda x: F.batch_logdet(x), [rng.randn(2, 3, 3)]),
+    "batch_inv": (lambda x: F.batch_inv(x), [rng.randn(2, 3, 3) + 3 * np.eye(3)]),
     "max_pooling_backward": (lambda g, x: F.max_pooling_backward(g, x, (2, 2)) ** 2,
                              [rng.randn(1, 1, 2, 2), rng.randn(1, 1, 4, 4)]),
 }

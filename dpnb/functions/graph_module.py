@@ -272,6 +272,9 @@ class GraphArray:
         return self  # a graph's variables are never written in place
 
     def __getitem__(self, key):
+        shape = _new_axes_shape(self.shape, key)
+        if shape is not None:  # only new axes (x[:, None, None], x[..., None]): a reshape
+            return self.reshape(shape)
         return _wrap(self.v[_unwrap_key(key)])
 
     # -- what a graph cannot do -----------------------------------------------------
@@ -301,6 +304,26 @@ class GraphArray:
         raise _Unexpressible(f"uses the array attribute {name!r}")
 
 
+def _new_axes_shape(shape: tuple, key) -> tuple | None:
+    """The shape ``x[key]`` has where ``key`` only adds axes (None) to whole axes (``:``,
+    ``...``); else None."""
+    key = key if isinstance(key, tuple) else (key,)
+    if None not in key or not all(k is None or k is Ellipsis or k == slice(None) for k in key):
+        return None
+    if key.count(Ellipsis) > 1:
+        return None
+    taken = sum(k is not None and k is not Ellipsis for k in key)
+    if Ellipsis in key:
+        at = key.index(Ellipsis)
+        key = key[:at] + (slice(None),) * (len(shape) - taken) + key[at + 1:]
+    elif taken < len(shape):
+        key = key + (slice(None),) * (len(shape) - taken)
+    sizes, new = iter(shape), []
+    for k in key:
+        new.append(1 if k is None else next(sizes))
+    return tuple(new)
+
+
 def _unwrap_key(key):
     if isinstance(key, tuple):
         return tuple(_unwrap_key(k) for k in key)
@@ -328,6 +351,19 @@ def _elementwise(name: str):
     return apply
 
 
+class _GraphLinalg:
+    """``xp.linalg`` over variables: what the batched matrix functions offer."""
+
+    @staticmethod
+    def inv(x):
+        if x.ndim != 3:
+            raise _Unexpressible("inverts matrices other than a (B, N, N) batch")
+        return _wrap(_functions().batch_inv(_unwrap(x)))
+
+    def __getattr__(self, name):
+        raise _Unexpressible(f"uses xp.linalg.{name}")
+
+
 class _GraphModule:
     """The array module over ``GraphArray``s (see the module's docstring)."""
 
@@ -338,6 +374,7 @@ class _GraphModule:
     dtype, result_type, finfo, issubdtype, floating = (np.dtype, np.result_type, np.finfo,
                                                        np.issubdtype, np.floating)
 
+    linalg = _GraphLinalg()
     exp = staticmethod(_elementwise("exp"))
     log = staticmethod(_elementwise("log"))
     sin = staticmethod(_elementwise("sin"))
