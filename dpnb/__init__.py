@@ -17,6 +17,7 @@ from .parameter import (clear_parameters, get_current_parameter_scope, get_param
 from .random import seed
 from . import functions  # noqa: E402,F401 (variables' operators are functions)
 from .formats import function_specs  # noqa: E402,F401 (Function.arguments reads it)
+from .grad import grad  # noqa: E402 (after the functions it builds gradients from)
 
 try:
     __version__ = _metadata.version("dpnb")  # dpnb's own release, as `pip show dpnb` gives
@@ -32,7 +33,7 @@ __all__ = [
     "unset_function_pre_hook", "logger",
     "NdArray", "prefer_cached_array", "clear_parameters", "get_current_parameter_scope", "get_parameter_or_create",
     "get_parameters", "load_parameters", "parameter_scope", "save_parameters", "set_parameter",
-    "seed",
+    "seed", "grad",
 ]
 
 # The cluster and notebook helpers load on first use, so that `import dpnb` stays light.

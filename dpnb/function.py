@@ -85,6 +85,10 @@ class CallOfPython(Function):
     """One call of a ``PythonFunction`` in a graph: its methods run on stand-in variables
     over the arrays a graph pass hands to this function."""
 
+    no_graph_backward = ("its backward is Python code on arrays (backward_impl); register a "
+                         "backward function built from functions for its name with "
+                         "nnabla.backward_functions.register(name, func)")
+
     def __init__(self, impl: PythonFunction, n_outputs: int):
         self.impl = impl
         self.n_outputs = n_outputs

@@ -3,6 +3,7 @@
     python tests/nnabla_suite.py            # the quick subset: 2 parametrizations a test
     python tests/nnabla_suite.py --full     # every parametrization (about 30,000 tests)
     python tests/nnabla_suite.py function/test_abs.py test_graph.py   # these files only
+    python tests/nnabla_suite.py --family "double backward"   # one family's tests only
     python tests/nnabla_suite.py --communicator   # communicator/, under mpiexec -n 2
 
 The suite is copied to a temporary folder (CI gets it read-only, and some tests write
@@ -170,11 +171,14 @@ def _require_suite() -> None:
 
 
 def run(selection: str = "quick", files: list[str] | None = None,
-        workdir: Path | None = None, timeout: float = 3600) -> Results:
-    """Run nnabla's tests of ``selection`` (those in ``files`` only, where given) on dpnb."""
+        workdir: Path | None = None, timeout: float = 3600,
+        families: set[str] | None = None) -> Results:
+    """Run nnabla's tests of ``selection`` (those in ``files`` only, where given, and of
+    ``families`` only, where given) on dpnb."""
     _require_suite()
     expected = [nodeid for nodeid, outcome in nnabla_outcomes(selection).items()
-                if outcome == "passed" and (not files or nodeid.split("::")[0] in files)]
+                if outcome == "passed" and (not files or nodeid.split("::")[0] in files)
+                and (not families or family(nodeid) in families)]
     paths = sorted({nodeid.split("::")[0] for nodeid in expected})
     env = _environment()
     start = time.monotonic()
@@ -315,13 +319,17 @@ def main(argv: list[str] | None = None) -> int:
                                                             "first two of each test")
     parser.add_argument("--communicator", action="store_true",
                         help=f"the tests under {COMMUNICATOR}/ on {COMMUNICATOR_RANKS} MPI ranks")
+    parser.add_argument("--family", action="append", choices=["core", "double backward",
+                                                              "NumPy 1 only", *LEFT_OUT],
+                        help="only the tests of this family (may be given more than once)")
     parser.add_argument("--json", help="write every outcome to this file")
     args = parser.parse_args(argv)
     if args.communicator:
         results = run_communicator(args.files, timeout=3600)
         print(communicator_report(results))
     else:
-        results = run("full" if args.full else "quick", args.files, timeout=6 * 3600)
+        results = run("full" if args.full else "quick", args.files, timeout=6 * 3600,
+                      families=set(args.family or ()))
         print(results.report())
     if args.json:
         Path(args.json).write_text(json.dumps([o.__dict__ for o in results.outcomes], indent=1))

@@ -12,6 +12,7 @@ from ..errors import DpnbError, DpnbTypeError, DpnbValueError
 from ..graph import Function, Variable
 from .base import (Unary, axes_of, default_outputs, number_of, one_axis, shape_of, sum_to,
                    variadic_keywords)
+from .graph_module import linear_backward_graph
 from .specs import (FunctionSpec, Params, attrs, call, int_axis, ints, none_to, plain, public,
                     without_params)
 
@@ -196,6 +197,8 @@ class Slice(Function):
         gx = xp.zeros(self.in_shape, gy.dtype)
         gx[self.index] = gy
         return (gx,)
+
+    backward_graph = linear_backward_graph  # its backward writes into zeros
 
 
 def slice(x: Variable, start: Sequence[int | None] | None = None,
@@ -421,6 +424,15 @@ class Pad(Function):
                 g = _along_grad(xp, g, axis, self.index[axis], self.in_shape[axis])
         return (g,)
 
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """Constant padding is affine (its constant has no gradient): the slice of gy that x
+        filled.  The other modes are linear: their backward on arrays, as a function."""
+        if self.mode != "constant":
+            return linear_backward_graph(self, F, xs, ys, gys, need_grads)
+        start = [b for b, _ in self.pairs]
+        stop = [b + s for s, (b, _) in zip(self.in_shape, self.pairs)]
+        return [F.slice(gys[0], start, stop, [1] * len(start))]
+
 
 def pad(x: Variable, pad_width: Sequence[int], mode: str = "constant", constant_value: float = 0,
         n_outputs: int = -1, outputs=None) -> Variable:
@@ -576,6 +588,8 @@ class Flip(Function):
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (xp.flip(gys[0], self.axes),)
 
+    backward_graph = linear_backward_graph  # linear: its backward on arrays is a function
+
 
 def flip(x: Variable, axes: Sequence[int] | None = None, n_outputs: int = -1,
          outputs=None) -> Variable:
@@ -633,6 +647,8 @@ class Shift(Function):
             if self.index[axis] is not None:
                 g = _along_grad(xp, g, axis, self.index[axis], self.in_shape[axis])
         return (g,)
+
+    backward_graph = linear_backward_graph  # linear: its backward on arrays is a function
 
 
 def shift(x: Variable, shifts: Sequence[int] | None = None, border_mode: str = "nearest",
@@ -763,6 +779,8 @@ class MatrixDiag(Function):
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (xp.diagonal(gys[0], axis1=-2, axis2=-1).copy(),)
 
+    backward_graph = linear_backward_graph  # linear: its backward on arrays is a function
+
 
 def matrix_diag(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """(..., n) to (..., n, n): each last-axis vector made a diagonal matrix."""
@@ -789,6 +807,8 @@ class MatrixDiagPart(Function):
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (g,) = gys
         return (g[..., None] * xp.eye(g.shape[-1], dtype=g.dtype),)
+
+    backward_graph = linear_backward_graph  # linear: its backward on arrays is a function
 
 
 def matrix_diag_part(x: Variable, n_outputs: int = -1, outputs=None) -> Variable:
@@ -899,6 +919,8 @@ class Trilu(Function):
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (xp.where(xp.asarray(self.mask), gys[0], 0).astype(gys[0].dtype, copy=False),)
+
+    backward_graph = linear_backward_graph  # linear: its backward on arrays is a function
 
 
 def trilu(x: Variable, k: int = 0, upper: bool = True, n_outputs: int = -1,

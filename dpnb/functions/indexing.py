@@ -13,6 +13,7 @@ from ..errors import DpnbError
 from ..graph import Function, Variable
 from ..ndarray import NdArray
 from .base import add_at, default_outputs, one_axis, shape_of
+from .graph_module import LinearBackward, linear_backward_graph
 from .specs import FunctionSpec, attrs, call, int_axis, no_params, without_params
 
 __all__ = ["gather", "gather_nd", "scatter_nd", "scatter_add", "one_hot", "embed", "bool_fill",
@@ -150,6 +151,8 @@ class GatherNd(Function):
         gx = xp.zeros(self.x_shape, gys[0].dtype)
         add_at(xp, gx, self._where(xp, xs[1]), gys[0])
         return (gx, None)
+
+    backward_graph = linear_backward_graph  # linear in x; the indices only select
 
 
 def gather_nd(data: Variable, indices) -> Variable:
@@ -366,6 +369,12 @@ class Embed(Function):
         add_at(xp, gw, self._ids(xp, xs[0]), gys[0])
         return (None, gw)
 
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """Linear in w, the ids only select: its backward on arrays, as a function."""
+        if not need_grads[1]:
+            return [None, None]
+        return [None, LinearBackward(self, (1,))(gys[0], xs[0])]
+
 
 def embed(x0: Variable, w: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """The rows of ``w`` at the integer ids ``x0``: shape ``x0.shape + w.shape[1:]``."""
@@ -458,6 +467,8 @@ class BoolGather(Function):
         g[where] = gys[0].reshape((-1,) + self.in_shape[where.ndim:])
         return (g, None)
 
+    backward_graph = linear_backward_graph  # linear in x; the mask only selects
+
 
 def bool_gather(input: Variable, mask: Variable, n_outputs: int = -1, outputs=None) -> Variable:
     """The sub-arrays of ``input`` at the non-zero entries of ``mask`` (the shape of
@@ -515,6 +526,17 @@ class BoolScatter(Function):
             grads.append(g * ~where.reshape(where.shape + (1,) * (g.ndim - where.ndim))
                          if need_grads[2] else None)
         return tuple(grads)
+
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """Its backward as functions: the rows of g at the mask (bool_gather), and g where
+        the mask keeps ``output``'s values."""
+        g, mask = gys[0], xs[1]
+        grads = [F.bool_gather(g, mask) if need_grads[0] else None, None]
+        if self.has_output:
+            keep = F.reshape(F.logical_not(mask), mask.shape + (1,) * (g.ndim - mask.ndim),
+                             inplace=False)
+            grads.append(F.mul2(g, keep) if need_grads[2] else None)
+        return grads
 
 
 def bool_scatter(input: Variable, mask: Variable, output: Variable | None = None,

@@ -6,6 +6,7 @@ import numpy as np
 from ..graph import Function, Variable
 from .activation import log_softmax_of, logistic
 from .base import Binary, base_axis_of, default_outputs, one_axis
+from .graph_module import on_variables
 from .specs import FunctionSpec, attrs, call, int_axis, without_params
 
 __all__ = ["softmax_cross_entropy", "sigmoid_cross_entropy", "squared_error", "top_n_error",
@@ -247,6 +248,20 @@ class CategoricalCrossEntropy(_Labelled):
         classes = xp.arange(x.shape[self.axis]).reshape(
             tuple(-1 if a == self.axis else 1 for a in range(x.ndim)))
         return ((classes == labels) * (-gy / xp.maximum(picked, _tiny(x.dtype))), None)
+
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """Its backward with the label's entry picked by a one-hot sum instead of an index."""
+        if not need_grads[0]:
+            return [None, None]
+
+        def compute(xp, x, t, gy):
+            classes = xp.arange(x.shape[self.axis]).reshape(
+                tuple(-1 if a == self.axis else 1 for a in range(x.ndim)))
+            hit = classes == t  # one-hot; all 0 where the label is negative
+            left_out = 1 - hit.sum(axis=self.axis, keepdims=True)  # 1 there: no 0 to divide by
+            picked = (x * hit).sum(axis=self.axis, keepdims=True) + left_out
+            return hit * (-gy / xp.maximum(picked, _tiny(x.dtype)))
+        return [on_variables(compute, xs[0], xs[1], gys[0]), None]
 
 
 def categorical_cross_entropy(x: Variable, target: Variable, axis: int | None = None,

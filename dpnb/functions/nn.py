@@ -16,6 +16,7 @@ from ..graph import Function, Variable
 from .activation import ELU, LeakyReLU, ReLU, ReLU6, Sigmoid, Tanh
 from .array import Pad
 from .base import argument_error, base_axis_of, default_outputs, int_tuple, workspace
+from .graph_module import bilinear_backward_graph
 from .normalization import BatchNormalization
 from .specs import Export, FunctionSpec, Params, call, ints, plain
 
@@ -402,6 +403,8 @@ class Convolution(_Convolutional):
             grads.append(self.bias_grad(gy) if need_grads[2] else None)
         return tuple(grads)
 
+    backward_graph = bilinear_backward_graph  # its backward works on columns
+
 
 def convolution(x: Variable, weight: Variable, bias: Variable | None = None, base_axis: int = 1,
                 pad: Sequence[int] | None = None, stride: Sequence[int] | None = None,
@@ -555,6 +558,8 @@ class Deconvolution(_Convolutional):
         if len(xs) == 3:
             grads.append(self.bias_grad(gy) if need_grads[2] else None)
         return tuple(grads)
+
+    backward_graph = bilinear_backward_graph  # its backward works on columns
 
 
 def deconvolution(x: Variable, weight: Variable, bias: Variable | None = None,

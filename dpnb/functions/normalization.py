@@ -10,6 +10,7 @@ from ..errors import DpnbError, DpnbValueError
 from ..graph import Function, Variable
 from .base import (argument_error, axes_of, base_axis_of, default_outputs, kept_axes,
                    one_axis, sum_to, workspace)
+from .graph_module import composite_backward_graph, on_variables
 from .specs import FunctionSpec, Params, attrs, call, ints
 
 __all__ = ["batch_normalization", "fused_batch_normalization", "group_normalization",
@@ -206,6 +207,29 @@ class BatchNormalization(Function):
                 gx += shift
         return (gx,) + tuple(grads[role] if need[role] else None for role in self.roles)
 
+    def composite(self, F, xs):
+        """What it computes, as a graph of functions (its graph backward differentiates it)."""
+        x, params = xs[0], self._unpack(xs)
+        if self.batch_stat:
+            mean = F.mean(x, self.reduce_axes, keepdims=True)
+            centred = x - mean
+            variance = F.mean(centred ** 2, self.reduce_axes, keepdims=True)
+        else:
+            mean, variance = params["mean"], params["variance"]
+            centred = x - mean
+        y = centred * (variance + self.eps) ** -0.5
+        if "gamma" in params:
+            y = y * params["gamma"]
+        if "beta" in params:
+            y = y + params["beta"]
+        return [y, mean, variance] if self.output_stat else [y]
+
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """Its composite differentiated; the running statistics get none, as in backward."""
+        need = [need and role not in ("mean", "variance")
+                for need, role in zip(need_grads, ("x", *self.roles))]
+        return composite_backward_graph(self, F, xs, ys, gys, need)
+
 
 def _fused_batch_norm_params(fn) -> Params:
     params = _batch_norm_params(fn)
@@ -258,6 +282,19 @@ class FusedBatchNormalization(BatchNormalization):
         gy = gys[0] * (ys[0] > 0)
         grads = super().backward_arrays(xp, xs[:n], ys, [gy, *gys[1:]], need_grads[:n])
         return (*grads, gy if need_grads[-1] else None) if self.with_z else grads
+
+    def composite(self, F, xs):
+        """What it computes, as a graph of functions (its graph backward differentiates it)."""
+        out = super().composite(F, xs[:len(xs) - self.with_z])
+        y = out[0] + xs[-1] if self.with_z else out[0]
+        return [F.relu(y), *out[1:]]
+
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """Its composite differentiated; the running statistics get none, as in backward."""
+        roles = ("x", *self.roles, *(("z",) if self.with_z else ()))
+        need = [need and role not in ("mean", "variance")
+                for need, role in zip(need_grads, roles)]
+        return composite_backward_graph(self, F, xs, ys, gys, need)
 
 
 # What sync BN asks of its communicator.  Functions sit below communicators in the
@@ -533,6 +570,22 @@ class Standardization(Function):
                 gx += g_mean / self.count + (2 / self.count) * g_var * xhat / self.inv_std
             gx = gx.reshape(x.shape)
         return (gx,) + tuple(grads.get(role) for role in self.roles)
+
+    def composite(self, F, xs):
+        """What it computes, as a graph of functions (its graph backward differentiates it)."""
+        x, params = xs[0], dict(zip(self.roles, xs[1:]))
+        xv = F.reshape(x, self.view, inplace=False)
+        mean = F.mean(xv, self.reduce_axes, keepdims=True)
+        centred = xv - mean
+        variance = F.mean(centred ** 2, self.reduce_axes, keepdims=True)
+        y = F.reshape(centred * (variance + self.eps) ** -0.5, x.shape, inplace=False)
+        if "gamma" in params:
+            y = y * params["gamma"]
+        if "beta" in params:
+            y = y + params["beta"]
+        return [y, mean, variance] if self.output_stat else [y]
+
+    backward_graph = composite_backward_graph
 
 
 def _batch_axes(owner: Function, batch_axis: int | Sequence[int], ndim: int) -> tuple[int, ...]:
@@ -813,6 +866,12 @@ class NormNormalization(Function):
         through_norm = (gy * x).sum(axis=self.axes, keepdims=True) / (norm * norm)
         return (gy / norm - through_norm * (xp.abs(x) / norm) ** (self.p - 1) * xp.sign(x),)
 
+    def composite(self, F, xs):
+        """x over its norm, as a graph (its graph backward differentiates it)."""
+        return on_variables(lambda xp, x: x / self._norm(xp, x), xs[0])
+
+    backward_graph = composite_backward_graph
+
 
 def norm_normalization(x: Variable, p: float | None = None,
                        axes: int | Sequence[int] | None = None, eps: float = 1e-12) -> Variable:
@@ -857,6 +916,15 @@ class WeightNormalization(Function):
         if need_grads[1]:
             gg = (dot * inv_norm).reshape(g.shape)
         return gw, gg
+
+    def composite(self, F, xs):
+        """w scaled by g over its norm, as a graph (its graph backward differentiates it)."""
+        def compute(xp, w, g):
+            norm = xp.sqrt((w * w).sum(axis=self.others, keepdims=True) + self.eps)
+            return w * (g.reshape(self.g_shape) / norm)
+        return on_variables(compute, *xs)
+
+    backward_graph = composite_backward_graph
 
 
 def weight_normalization(w: Variable, g: Variable, dim: int = 0, eps: float = 1e-12,

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..graph import Function, Variable
 from .base import argument_error, default_outputs, int_tuple, shape_of
+from .graph_module import linear_backward_graph
 from .specs import FunctionSpec, Params, attrs, call, ints, without_params
 
 __all__ = ["max_pooling", "average_pooling", "sum_pooling", "unpooling", "global_average_pooling",
@@ -166,6 +167,10 @@ class MaxPooling(Function):
                 xp.multiply(gy, self.argmax == number, out=gx[index])
         return (win.from_first(xp, gx[win.interior()]),)
 
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """To each window's maximum, as a function: its own gradient goes back to gy."""
+        return [F.max_pooling_backward(gys[0], xs[0], **_pooling_params(self))]
+
 
 def max_pooling(x: Variable, kernel: Sequence[int], stride: Sequence[int] | None = None,
                 ignore_border: bool = True, pad: Sequence[int] | None = None,
@@ -203,6 +208,8 @@ class _WindowSum(Function):
         for _, index in win.offsets():
             gx[index] += gy
         return (win.from_first(xp, gx[win.interior()]),)
+
+    backward_graph = linear_backward_graph  # its backward adds into zeros
 
 
 def _average_pooling_params(fn) -> Params:
@@ -356,7 +363,7 @@ class GlobalAveragePooling(Function):
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         b, c = self.x_shape[:2]
         count = math.prod(self.x_shape[2:])
-        gx = xp.broadcast_to(gys[0].reshape(b, c, 1) / gys[0].dtype.type(count), (b, c, count))
+        gx = xp.broadcast_to(gys[0].reshape(b, c, 1) / count, (b, c, count))
         return (gx.reshape(self.x_shape),)
 
 
@@ -462,6 +469,8 @@ class Interpolate(Function):
         gx = self._resample(xp, _to_first(xp, gys[0], n, self.channel_last), True)
         return (_from_first(xp, gx, n, self.channel_last),)
 
+    backward_graph = linear_backward_graph  # linear: its backward on arrays is a function
+
 
 def interpolate(x: Variable, scale: Sequence[float] | None = None,
                 output_size: Sequence[int] | None = None, mode: str = 'linear',
@@ -523,6 +532,8 @@ class MaxPoolingBackward(Function):
             gdy += g[index] * (argmax == number)
         gdy = win.from_first(xp, gdy).astype(dy.dtype, copy=False)
         return (gdy if need_grads[0] else None, xp.zeros_like(x) if need_grads[1] else None)
+
+    backward_graph = linear_backward_graph  # linear in dy; x only picks the maxima
 
 
 def max_pooling_backward(dy: Variable, x: Variable, kernel: Sequence[int],

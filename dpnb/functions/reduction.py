@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import DpnbError
 from ..graph import Function, Variable
 from .base import Reduction, base_axis_of, default_outputs, one_axis
+from .graph_module import linear_backward_graph
 from .specs import Build, FunctionSpec, Params, attrs, call, ints, none_to, plain, public
 
 __all__ = ["sum", "mean", "max", "min", "prod", "norm", "cumsum", "cumprod", "sort", "top_k_data",
@@ -305,6 +306,8 @@ class CumSum(_Cumulative):
 
     def scan(self, xp, t):
         return xp.cumsum(t, axis=self.axis, dtype=t.dtype)
+
+    backward_graph = linear_backward_graph  # linear: its backward on arrays is a function
 
     def scan_grad(self, xp, t, gy):
         return self._suffix_sum(xp, gy)
