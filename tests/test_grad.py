@@ -3,6 +3,8 @@ differences in float64, nn.grad's semantics as nnabla's, the backward-function r
 and a WGAN-GP step against a NumPy reference."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ import dpnb.functions as F
 from dpnb.backward_functions import register, registry
 from dpnb.errors import DpnbError
 from dpnb.functions.graph_module import NoGraphGradient, _functions_between
+from dpnb.testing import check_ranks
 
 
 @pytest.fixture(autouse=True)
@@ -469,3 +472,11 @@ def test_maml_step_against_numpy():
         step[i] = eps
         numeric[i] = (outer_numpy(w0 + step) - outer_numpy(w0 - step)) / (2 * eps)
     np.testing.assert_allclose(w.g, numeric, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_gradient_penalty_step_data_parallel(n):
+    """nn.grad inside a data-parallel step: every exchange of the parameters' gradients
+    (all_reduce, the gradient reducer after backward and as callback) gives the whole
+    batch's gradient (tests/mpi_scripts/gradient_penalty.py)."""
+    check_ranks(n, Path(__file__).parent / "mpi_scripts" / "gradient_penalty.py", timeout=120)
