@@ -13,12 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import dpnb
+import dpnb as nn
 from dpnb.testing import check_ranks
-
-dpnb.use_as_nnabla()
-import nnabla as nn  # noqa: E402 - dpnb, through the alias
-import nnabla_higher_order as H  # noqa: E402 - the same code the fixture was recorded with
 
 HERE = Path(__file__).parent
 RECORD = dict(np.load(HERE / "fixtures" / "nnabla" / "higher_order.npz"))
@@ -35,6 +31,18 @@ def close(got, want, what):
     np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL, err_msg=what)
 
 
+@pytest.fixture(scope="module")
+def H():
+    """tests/nnabla_higher_order.py, the code the fixture was recorded with, imported with
+    dpnb standing in for nnabla (the alias is process-wide once on, as in
+    test_communicator_nnabla.py; here it comes on when these tests run, not when
+    they are collected)."""
+    nn.use_as_nnabla()
+    import nnabla_higher_order
+
+    return nnabla_higher_order
+
+
 @pytest.fixture(autouse=True)
 def _fresh():
     nn.clear_parameters()
@@ -43,20 +51,20 @@ def _fresh():
     nn.clear_parameters()
 
 
-def test_the_fixture_says_where_it_came_from():
+def test_the_fixture_says_where_it_came_from(H):
     assert str(RECORD["script"]) == "tests/fixtures/nnabla/record_higher_order.py"
     assert str(RECORD["nnabla_version"]) == "1.39.0"
-    assert nn.__name__ == "dpnb"   # the alias is dpnb, not the real nnabla
+    assert H.nn is nn and H.F is nn.functions   # the program runs on dpnb, not nnabla
 
 
-def test_the_inputs_are_the_ones_the_program_makes():
+def test_the_inputs_are_the_ones_the_program_makes(H):
     for k, v in H.wgan_gp_inputs().items():
         np.testing.assert_array_equal(v, RECORD[f"wgan_gp/input/{k}"])
     for k, v in H.maml_inputs().items():
         np.testing.assert_array_equal(v, RECORD[f"maml/input/{k}"])
 
 
-def test_wgan_gp_critic_step_as_nnabla():
+def test_wgan_gp_critic_step_as_nnabla(H):
     inputs = recorded("wgan_gp/input/")
     loss, parts = H.wgan_gp_loss(inputs["real"], inputs["fake"], inputs["alpha"])
     params = H.set_parameters(recorded("wgan_gp/init/"), "critic")
@@ -71,7 +79,7 @@ def test_wgan_gp_critic_step_as_nnabla():
         close(p.d, want_updated[k], f"{k} after Adam's update")
 
 
-def test_maml_outer_step_as_nnabla():
+def test_maml_outer_step_as_nnabla(H):
     loss, inner = H.maml_loss(**recorded("maml/input/"))
     params = H.set_parameters(recorded("maml/init/"), "maml")
     grads = H.step(loss, H.maml_solver(params), params, monitored=inner)
@@ -87,7 +95,7 @@ def test_maml_outer_step_as_nnabla():
 @pytest.mark.xfail(strict=True, reason="nnabla's nn.grad graph runs the inner loss's forward (its "
                    "Mean feeds a Callback of the backward graph), so the outer loss's forward "
                    "computes the inner losses; dpnb's graph starts below them")
-def test_maml_outer_forward_computes_the_inner_losses_as_in_nnabla():
+def test_maml_outer_forward_computes_the_inner_losses_as_in_nnabla(H):
     loss, inner = H.maml_loss(**recorded("maml/input/"))
     H.set_parameters(recorded("maml/init/"), "maml")
     loss.forward()
