@@ -14,7 +14,7 @@ import numpy as np
 
 from . import functions as F
 from .errors import DpnbError, DpnbValueError
-from .functions.graph_module import differentiate
+from .functions.graph_module import GradientSeed, differentiate
 from .graph import Variable
 from .ndarray import NdArray
 
@@ -85,7 +85,7 @@ def _seeds(outputs: list[Variable], grad_outputs) -> list[Variable]:
         if isinstance(g, Variable):
             seeds.append(g)
             continue
-        seed = Variable(o.shape, dtype=o.dtype)  # the output's float type (nnabla: float32)
-        seed.d = 1.0 if g is None else g.data if isinstance(g, NdArray) else g
-        seeds.append(seed)
+        given = 1.0 if g is None else g.data if isinstance(g, NdArray) else g
+        value = np.broadcast_to(np.asarray(given, o.dtype), o.shape).copy()  # the output's type
+        seeds.append(GradientSeed(value)(o))
     return seeds

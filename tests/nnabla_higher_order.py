@@ -146,13 +146,11 @@ def maml_solver(params: dict):
     return solver
 
 
-def step(loss, solver, params: dict, exchange=None, monitored=()) -> dict:
-    """One training step: forward (of ``loss``, then of each ``monitored`` variable),
-    zero_grad, backward, ``exchange()`` (the gradients' all_reduce on several ranks),
-    update; the gradients the update used, by name."""
+def step(loss, solver, params: dict, exchange=None) -> dict:
+    """One training step: forward (which computes MAML's inner losses too: ``nn.grad``'s
+    gradients start from them), zero_grad, backward, ``exchange()`` (the gradients'
+    all_reduce on several ranks), update; the gradients the update used, by name."""
     loss.forward()
-    for v in monitored:
-        v.forward()
     solver.zero_grad()
     loss.backward()
     if exchange is not None:

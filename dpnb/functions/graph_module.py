@@ -788,6 +788,27 @@ class _MadeByGrad(Function):
         made_type_names.add(type_name)
 
 
+class GradientSeed(_MadeByGrad):
+    """The gradient an output of ``nn.grad`` starts from (ones, or the value given), computed
+    from that output, so that forwarding the gradients computes the outputs too, as nnabla's
+    ``GradEndFunction`` makes it (a MAML inner loss is there to read after the outer
+    forward).  A constant of the walk: no gradient goes back through it."""
+
+    no_nnabla_spec = "the gradient an output of nn.grad starts from"
+    differentiable = False
+    grad_depends_on_inputs = False
+
+    def __init__(self, value: np.ndarray):
+        self.value = value
+        self._named("GradEndFunction")
+
+    def output_specs(self, inputs):
+        return [(inputs[0].shape, self.value.dtype)]
+
+    def forward_arrays(self, xp, xs):
+        return (xp.array(self.value),)   # a copy: the output's array is the graph's to reuse
+
+
 class LinearBackward(_MadeByGrad):
     """The backward of ``of``, a function linear in its inputs ``linear`` (jointly) whose
     other inputs only select (max pooling's maxima, embed's ids: no gradient flows to
