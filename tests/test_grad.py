@@ -220,6 +220,46 @@ def test_fused_batch_normalization_second_derivative(with_z):
     check_second_order(build, [x, beta, gamma, *([z] if with_z else [])], atol=1e-5)
 
 
+RECURRENT = {  # states, gate blocks of a weight, of a bias, extra keyword arguments
+    "rnn_tanh": (F.rnn, 1, (), (), {}),
+    "rnn_relu": (F.rnn, 1, (), (), {"nonlinearity": "relu"}),
+    "lstm": (F.lstm, 2, (4,), (4,), {}),
+    "gru": (F.gru, 1, (3,), (4,), {}),
+}
+
+
+@pytest.mark.parametrize("num_layers, bidirectional, with_bias",
+                         [(2, True, True), (1, False, False)])
+@pytest.mark.parametrize("name", sorted(RECURRENT))
+def test_recurrent_second_derivative(name, num_layers, bidirectional, with_bias):
+    """All of a layer's outputs (y, h_n and c_n) weighed, every input differentiated."""
+    fn, states, gates, bias_gates, kwargs = RECURRENT[name]
+    T, B, I, H, L, D = 3, 2, 2, 2, num_layers, 1 + bidirectional
+    r = np.random.RandomState(5)
+    arrays = [r.randn(T, B, I)] + [r.randn(L, D, B, H) for _ in range(states)]
+    arrays.append(0.6 * r.randn(D, *gates, H, I + H))
+    if L > 1:
+        arrays.append(0.6 * r.randn(L - 1, D, *gates, H, D * H + H))
+    if with_bias:
+        arrays.append(0.6 * r.randn(L, D, *bias_gates, H))
+
+    def build(*xs):
+        rest = list(xs[2 + states:])
+        weight = rest.pop(0) if L > 1 else None
+        bias = rest.pop(0) if with_bias else None
+        outputs = fn(*xs[:2 + states], weight=weight, bias=bias, num_layers=L,
+                     bidirectional=bidirectional, **kwargs)
+        return F.concatenate(*[F.reshape(o, (-1,)) for o in outputs], axis=0)
+    check_second_order(build, arrays, atol=1e-5)
+
+
+def test_recurrent_built_for_inference_has_no_gradient_of_either_order():
+    x, h, w = _variables([rng.randn(2, 1, 2), rng.randn(1, 1, 1, 3), rng.randn(1, 3, 5)])
+    y, _ = F.rnn(x, h, w, training=False)
+    with pytest.raises(DpnbError, match="training=True"):
+        nn.grad([y], [x])
+
+
 # -- nn.grad's semantics --------------------------------------------------------------
 
 def test_grad_is_a_graph_that_forward_recomputes():
