@@ -220,6 +220,105 @@ def test_fused_batch_normalization_second_derivative(with_z):
     check_second_order(build, [x, beta, gamma, *([z] if with_z else [])], atol=1e-5)
 
 
+def _flat(*outputs):
+    return F.concatenate(*[F.reshape(o, (-1,)) for o in outputs], axis=0)
+
+
+@pytest.mark.parametrize("batch_stat", [True, False])
+def test_batch_normalization_backward_class(batch_stat):
+    """nnabla's BatchNormalizationBackward gives what backward gives batch normalization's
+    x, beta and gamma, and its own gradient is right (against central differences)."""
+    from dpnb.backward_function.batch_normalization import BatchNormalizationBackward
+    r = np.random.RandomState(7)
+    x, dy = r.randn(4, 2, 3), r.randn(4, 2, 3)
+    beta, gamma = r.randn(1, 2, 1), r.rand(1, 2, 1) + 0.5
+    mean, var = _variables([r.randn(1, 2, 1), r.rand(1, 2, 1) + 0.5], [False, False])
+    xv, bv, gv = _variables([x, beta, gamma])
+    y = F.batch_normalization(xv, bv, gv, mean, var, batch_stat=batch_stat, decay_rate=1.0)
+    y.forward()
+    for v in (xv, bv, gv):
+        v.grad.zero()
+    y.backward(dy)
+    df = BatchNormalizationBackward(None, (1,), 1.0, 1e-5, batch_stat)
+    outs = df(_variables([dy])[0], xv, bv, gv, mean, var)
+    F.sink(*outs).forward()
+    assert outs[0].parent.info.type_name == "BatchNormalizationBackward"
+    for out, v in zip(outs, (xv, bv, gv)):
+        np.testing.assert_allclose(out.d, v.g, rtol=1e-10, atol=1e-10)
+    check_second_order(lambda dy, x, b, g: _flat(*df(dy, x, b, g, mean, var)),
+                       [dy, x, beta, gamma], atol=1e-5)
+
+
+@pytest.mark.parametrize("with_z", [True, False])
+def test_fused_batch_normalization_backward_class(with_z):
+    """nnabla's FusedBatchNormalizationBackward: the relu's mask from the y it is given,
+    then batch normalization's gradients (and z's, the masked dy); its own gradient right."""
+    from dpnb.backward_function.fused_batch_normalization import \
+        FusedBatchNormalizationBackward
+    r = np.random.RandomState(8)
+    x, z, dy = r.randn(4, 2, 3), r.randn(4, 2, 3), r.randn(4, 2, 3)
+    beta, gamma = r.randn(1, 2, 1), r.rand(1, 2, 1) + 0.5
+    mean, var = _variables([np.zeros((1, 2, 1)), np.ones((1, 2, 1))], [False, False])
+    xv, bv, gv, zv = _variables([x, beta, gamma, z])
+    given_z = [zv] if with_z else []
+    y = F.fused_batch_normalization(xv, bv, gv, mean, var, *given_z, decay_rate=1.0)
+    y.forward()
+    for v in (xv, bv, gv, zv):
+        v.grad.zero()
+    y.backward(dy)
+    y_kept = nn.Variable.from_numpy_array(y.d.copy())
+    df = FusedBatchNormalizationBackward(None, (1,), 1.0, 1e-5, True)
+    df.is_add = with_z
+    outs = df(_variables([dy])[0], xv, bv, gv, mean, var, y_kept, *given_z)
+    F.sink(*outs).forward()
+    for out, v in zip(outs, (xv, bv, gv, zv)):
+        np.testing.assert_allclose(out.d, v.g, rtol=1e-10, atol=1e-10)
+
+    def build(dy, x, b, g, *z):
+        return _flat(*df(dy, x, b, g, mean, var, y_kept, *z))
+    check_second_order(build, [dy, x, beta, gamma, *([z] if with_z else [])], atol=1e-5)
+
+
+RECURRENT = {  # states, gate blocks of a weight, of a bias, extra keyword arguments
+    "rnn_tanh": (F.rnn, 1, (), (), {}),
+    "rnn_relu": (F.rnn, 1, (), (), {"nonlinearity": "relu"}),
+    "lstm": (F.lstm, 2, (4,), (4,), {}),
+    "gru": (F.gru, 1, (3,), (4,), {}),
+}
+
+
+@pytest.mark.parametrize("num_layers, bidirectional, with_bias",
+                         [(2, True, True), (1, False, False)])
+@pytest.mark.parametrize("name", sorted(RECURRENT))
+def test_recurrent_second_derivative(name, num_layers, bidirectional, with_bias):
+    """All of a layer's outputs (y, h_n and c_n) weighed, every input differentiated."""
+    fn, states, gates, bias_gates, kwargs = RECURRENT[name]
+    T, B, I, H, L, D = 3, 2, 2, 2, num_layers, 1 + bidirectional
+    r = np.random.RandomState(5)
+    arrays = [r.randn(T, B, I)] + [r.randn(L, D, B, H) for _ in range(states)]
+    arrays.append(0.6 * r.randn(D, *gates, H, I + H))
+    if L > 1:
+        arrays.append(0.6 * r.randn(L - 1, D, *gates, H, D * H + H))
+    if with_bias:
+        arrays.append(0.6 * r.randn(L, D, *bias_gates, H))
+
+    def build(*xs):
+        rest = list(xs[2 + states:])
+        weight = rest.pop(0) if L > 1 else None
+        bias = rest.pop(0) if with_bias else None
+        outputs = fn(*xs[:2 + states], weight=weight, bias=bias, num_layers=L,
+                     bidirectional=bidirectional, **kwargs)
+        return F.concatenate(*[F.reshape(o, (-1,)) for o in outputs], axis=0)
+    check_second_order(build, arrays, atol=1e-5)
+
+
+def test_recurrent_built_for_inference_has_no_gradient_of_either_order():
+    x, h, w = _variables([rng.randn(2, 1, 2), rng.randn(1, 1, 1, 3), rng.randn(1, 3, 5)])
+    y, _ = F.rnn(x, h, w, training=False)
+    with pytest.raises(DpnbError, match="training=True"):
+        nn.grad([y], [x])
+
+
 # -- nn.grad's semantics --------------------------------------------------------------
 
 def test_grad_is_a_graph_that_forward_recomputes():

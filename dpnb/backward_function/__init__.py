@@ -5,7 +5,12 @@ function's arguments and called on the output gradient (and the other operand).
 
 Each is the function dpnb's own graph backward makes (``graph_module.LinearBackward``,
 ``BilinearPart``), so they are differentiable to any order; the shapes nnabla's
-classes are told (``xshape``, ``wshape``) give the operand they do not receive."""
+classes are told (``xshape``, ``wshape``) give the operand they do not receive.
+
+``BatchNormalizationBackward`` and ``FusedBatchNormalizationBackward`` (the gradients of
+the normalizations, called on the output gradient and the forward's inputs) are
+``graph_module.GraphFunction``s: their graph is the normalization's composite
+differentiated, evaluated as one function and differentiated again for higher orders."""
 from __future__ import annotations
 
 from collections.abc import Callable

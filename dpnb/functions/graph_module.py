@@ -985,3 +985,61 @@ class BilinearApply(_MadeByGrad):
     def backward_graph(self, F, xs, ys, gys, need_grads):
         return [BilinearPart(self.of, i)(gys[0], xs[1 - i]) if need_grads[i] else None
                 for i in (0, 1)]
+
+
+# -- a function given as a graph of functions ------------------------------------------
+
+class GraphFunction(_MadeByGrad):
+    """A function given as a graph: ``build(F, xs)`` makes its outputs from its inputs
+    with dpnb functions.  Its forward and its first-order backward (on arrays) evaluate
+    that graph and the graph's gradient on leaves holding the arrays; its graph backward
+    is that graph differentiated, so every order is exact.  nnabla's backward-function
+    classes (``BatchNormalizationBackward`` ...) are such functions, their ``build`` a
+    function's gradient made by differentiating its composite."""
+
+    no_nnabla_spec = "a function given as a graph of functions (nnabla's backward classes)"
+
+    def __init__(self, type_name: str, build, output_shapes: Sequence[tuple]):
+        self.build = build
+        self.shapes = [tuple(s) for s in output_shapes]
+        self._named(type_name)
+
+    def output_specs(self, inputs):
+        dtype = np.result_type(*(v.dtype for v in inputs))
+        return [(s, dtype) for s in self.shapes]
+
+    def composite(self, F, xs):
+        return self.build(F, list(xs))
+
+    backward_graph = composite_backward_graph
+
+    def forward_arrays(self, xp, xs):
+        leaves = _leaves(xs, [True] * len(xs))
+        dtype = np.result_type(*(x.dtype for x in xs))
+        return tuple(xp.asarray(a, dtype) for a in _evaluate(self.build(_functions(), leaves)))
+
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
+        leaves = _leaves(xs, need_grads)
+        outputs = self.build(_functions(), leaves)
+        seeds = [Variable.from_numpy_array(np.asarray(g)) for g in gys]
+        wanted = [x for x, need in zip(leaves, need_grads) if need]
+        found = iter(_evaluate(differentiate(outputs, seeds, wanted, stop=leaves)))
+        grads = []
+        for x, need in zip(xs, need_grads):
+            g = next(found) if need else None
+            grads.append(None if not need else xp.zeros(x.shape, x.dtype) if g is None
+                         else xp.asarray(g, x.dtype))
+        return tuple(grads)
+
+
+def _leaves(arrays, need_grads) -> list[Variable]:
+    return [Variable.from_numpy_array(np.array(a), need_grad=bool(need))
+            for a, need in zip(arrays, need_grads)]
+
+
+def _evaluate(variables) -> list:
+    """The values of ``variables`` (None stays None), computed together."""
+    computed = [v for v in variables if v is not None and v.parent is not None]
+    if computed:
+        _functions().sink(*computed).forward(clear_no_need_grad=False)
+    return [None if v is None else np.array(v.d) for v in variables]

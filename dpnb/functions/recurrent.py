@@ -12,6 +12,7 @@ import numpy as np
 
 from ..graph import Function, Variable
 from .base import argument_error, default_outputs
+from .graph_module import composite_backward_graph
 from .specs import FunctionSpec, Params, plain, public
 
 __all__ = ["rnn", "lstm", "gru"]
@@ -55,6 +56,20 @@ def _to_time(xp, steps):
     if d == 2:
         a[:, :, 1] = steps[1][::-1]
     return a
+
+
+def _at(F, v, *index):
+    """``v[index]`` for leading integer indices, as a slice and a reshape (functions with
+    graph backwards)."""
+    n = len(index)
+    piece = F.slice(v, list(index) + [0] * (v.ndim - n),
+                    [i + 1 for i in index] + list(v.shape[n:]), [1] * v.ndim)
+    return F.reshape(piece, v.shape[n:], inplace=False)
+
+
+def _cols(F, v, begin: int, end: int):
+    """``v[..., begin:end]``, as a slice."""
+    return F.slice(v, [0] * (v.ndim - 1) + [begin], list(v.shape[:-1]) + [end], [1] * v.ndim)
 
 
 class _Recurrent(Function):
@@ -201,9 +216,7 @@ class _Recurrent(Function):
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         if not self.training:
-            raise self.error("backward needs training=True (nnabla computes no gradient of a "
-                             "layer built with training=False); build it with training=True, or "
-                             "set need_grad=False on its inputs and parameters")
+            raise self.error(_NO_GRADIENT_IN_INFERENCE)
         v = {n: a.astype(self.dtype, copy=False) for n, a in zip(self.names, xs)}
         need = dict(zip(self.names, need_grads))
         T, B, D, H = self.T, self.B, self.D, self.H
@@ -242,6 +255,70 @@ class _Recurrent(Function):
     def bias_grad(self, xp, dx_side, dh_side):
         """The bias gradient (D, bias_gates * H) from the pre-activation gradients."""
         return dx_side.sum(axis=(1, 2))
+
+    # -- the same computation as a graph of functions: the second-order gradient --------
+    def composite(self, F, xs):
+        """What it computes, written with dpnb functions (its graph backward differentiates
+        it): per layer and direction, the input projection of every step in one affine,
+        then each step's cell (``cell``) in the direction's time order; a layer's input is
+        the one below's states, directions side by side.  Gates stay in nnabla's order.
+        No dropout: a layer with a gradient is built for training, where check_arguments
+        refuses it (with training=False, nnabla applies none)."""
+        v = dict(zip(self.names, xs))
+        T, B, D, H, L = self.T, self.B, self.D, self.H, self.num_layers
+        rows = self.gates * H
+        layer_input = v["x"]
+        last_h, last_c = [], []
+        for layer in range(L):
+            states = []
+            for d in range(D):
+                w = (_at(F, v["weight_l0"], d) if layer == 0
+                     else _at(F, v["weight"], layer - 1, d))
+                w = F.reshape(w, (rows, w.shape[-1]), inplace=False)
+                inputs = w.shape[1] - H
+                wx = F.transpose(_cols(F, w, 0, inputs), (1, 0))
+                wh = F.transpose(_cols(F, w, inputs, inputs + H), (1, 0))
+                bias = (F.reshape(_at(F, v["bias"], layer, d), (self.bias_gates * H,),
+                                  inplace=False) if self.has_bias else None)
+                bias_x = None if bias is None else (bias if self.bias_gates == self.gates
+                                                    else _cols(F, bias, 0, rows))
+                proj = F.affine(layer_input, wx, bias_x, base_axis=2)  # (T, B, gates * H)
+                params = self.cell_params(F, wh, bias)
+                h = _at(F, v["h"], layer, d)
+                c = _at(F, v["c"], layer, d) if self.has_cell else None
+                hs = [None] * T
+                for t in (range(T) if d == 0 else reversed(range(T))):
+                    h, c = self.cell(F, _at(F, proj, t), h, c, params)
+                    hs[t] = h
+                states.append(hs)
+                last_h.append(h)
+                last_c.append(c)
+            steps = [at_t[0] if D == 1 else F.concatenate(*at_t, axis=1)
+                     for at_t in zip(*states)]
+            layer_input = F.stack(*steps, axis=0)  # (T, B, D * H)
+        shape = (L, D, B, H)
+        out = [layer_input, F.reshape(F.stack(*last_h, axis=0), shape, inplace=False)]
+        if self.has_cell:
+            out.append(F.reshape(F.stack(*last_c, axis=0), shape, inplace=False))
+        return out
+
+    def cell_params(self, F, wh, bias) -> tuple:
+        """What every step of one layer and direction reads besides its input projection:
+        the recurrent weights transposed, (H, gates * H)."""
+        return (wh,)
+
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """Its composite differentiated (as backward, only a layer built for training has
+        one)."""
+        if not self.training:
+            raise self.error(_NO_GRADIENT_IN_INFERENCE)
+        return composite_backward_graph(self, F, xs, ys, gys, need_grads)
+
+
+_NO_GRADIENT_IN_INFERENCE = (
+    "backward needs training=True (nnabla computes no gradient of a layer built with "
+    "training=False); build it with training=True, or set need_grad=False on its inputs and "
+    "parameters")
 
 
 def _recurrent_params(fn) -> Params:
@@ -289,6 +366,10 @@ class RNN(_Recurrent):
     def bias_shape(self):
         return (self.num_layers, self.D, self.H)
 
+    def cell(self, F, p, h, c, params):
+        a = p + F.affine(h, params[0])
+        return (F.relu(a) if self.nonlinearity == "relu" else F.tanh(a)), None
+
     def run_layer(self, xp, proj, wh, bias, h0, c0):
         T = proj.shape[1]
         hs = xp.empty((self.D, T + 1) + h0.shape[1:], self.dtype)
@@ -329,6 +410,14 @@ class LSTM(_Recurrent):
     bias_gates = 4
     order = (3, 0, 1, 2)
     has_cell = True
+
+    def cell(self, F, p, h, c, params):
+        H = self.H
+        a = p + F.affine(h, params[0])
+        i, f, o = (F.sigmoid(_cols(F, a, k * H, (k + 1) * H)) for k in (0, 1, 3))
+        g = F.tanh(_cols(F, a, 2 * H, 3 * H))
+        c = f * c + i * g
+        return o * F.tanh(c), c
 
     def run_layer(self, xp, proj, wh, bias, h0, c0):
         T, H = proj.shape[1], self.H
@@ -382,6 +471,20 @@ class GRU(_Recurrent):
     gates = 3
     bias_gates = 4
     order = (0, 1, 2)
+
+    def cell_params(self, F, wh, bias):
+        """The recurrent weights of r and z, of n, and n's recurrent bias b_hn."""
+        H = self.H
+        return (_cols(F, wh, 0, 2 * H), _cols(F, wh, 2 * H, 3 * H),
+                None if bias is None else _cols(F, bias, 3 * H, 4 * H))
+
+    def cell(self, F, p, h, c, params):
+        H = self.H
+        wh_rz, wh_n, b_hn = params
+        rz = F.sigmoid(_cols(F, p, 0, 2 * H) + F.affine(h, wh_rz))
+        r, z = _cols(F, rz, 0, H), _cols(F, rz, H, 2 * H)
+        n = F.tanh(_cols(F, p, 2 * H, 3 * H) + r * F.affine(h, wh_n, b_hn))
+        return n + z * (h - n), None
 
     def run_layer(self, xp, proj, wh, bias, h0, c0):
         T, H = proj.shape[1], self.H
