@@ -98,6 +98,19 @@ def training(directory: Path) -> list[Row]:
                     + span(runs_of(s("nnabla", "runs"), "step_s"), us),
                     x(s("ratio_time")) + " time", "≤ 1.5x",
                     "python benchmarks/tutorial_step.py --nnabla-python PYTHON --record", s.name))
+    g = Results("gradient_penalty", directory)
+    rows += [
+        Row("WGAN-GP critic step (3 strided convolutions, batch 16, 32x32, the penalty through "
+            "nn.grad), Adam, 1 thread", span(runs_of(g("dpnb", "runs"), "step_s"), ms),
+            "PyTorch CPU, autograd.grad(create_graph=True): "
+            + span(runs_of(g("torch", "runs"), "step_s"), ms),
+            x(g("ratio_time")) + " time", "≤ 1.5x",
+            "python benchmarks/gradient_penalty.py --record", g.name),
+        Row("same critic, first-order step (no penalty)",
+            span(runs_of(g("dpnb", "runs"), "first_order_s"), ms),
+            "PyTorch CPU: " + span(runs_of(g("torch", "runs"), "first_order_s"), ms),
+            x(g("ratio_first_order")) + " time", "—", "same", g.name),
+    ]
     return rows
 
 
