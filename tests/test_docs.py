@@ -55,7 +55,7 @@ RUN = {
     ".venv/bin/python docs/_ext/benchmark_table.py": "| what | dpnb | reference (same run) |",
     ".venv/bin/dpnb profile install": "installed the IPython profile 'mpi'",
     "OMP_NUM_THREADS=1 .venv/bin/mpiexec -n 2 .venv/bin/python -m dpnb.examples.cifar10 -c cpu "
-    "--dataset digits": "final test accuracy",
+    "--dataset digits -o ~/dpnb-runs/digits": "final test accuracy",   # HOME: pytest's tmp_path
 }
 # The shell session of docs/clusters.md, run in order, with what each step must print.
 CLUSTER_SESSION = {
@@ -326,6 +326,14 @@ def test_every_command_of_the_readme_and_docs_parses_and_names_what_exists():
     assert check_command(["python", "benchmarks/no_such_benchmark.py"], extras)
 
 
+def repository_status() -> str:
+    """What git sees changed or added in the checkout, ignored files included (bytecode
+    aside): a command run as the docs show it writes none."""
+    status = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=REPO,
+                            capture_output=True, text=True, check=True).stdout
+    return "\n".join(line for line in status.splitlines() if "__pycache__" not in line)
+
+
 def test_every_command_shown_is_run_or_says_why_not():
     known = {shlex.join(shlex.split(c)) for c in [*SETUP, *RUN, *CLUSTER_SESSION, *NOT_RUN]}
     assert sorted({line for _, line in command_lines()} - known) == []
@@ -353,11 +361,13 @@ def test_the_cheap_commands_run_as_written(command, tmp_path):
     assert shown in {line for _, line in command_lines()}, f"{command!r} is no longer shown"
     started = time.time() - 1    # RUN_DIR is not emptied: another run of this suite may use it
     env = {**os.environ, "IPYTHONDIR": str(tmp_path / "ipython"), "HOME": str(tmp_path)}
+    before = repository_status()
     done = subprocess.run(["bash", "-c", command.replace(".venv/bin/", f"{BIN}/")], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=120)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     assert RUN[command] in output, output
+    assert repository_status() == before, "the command wrote into the checkout"
     if " run " in command:
         ranks = 2 if "mpiexec" in command else 1
         written = [Path(RUN_DIR) / f"rank{r}.json" for r in range(ranks)]
