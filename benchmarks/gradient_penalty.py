@@ -12,11 +12,10 @@ benchmarks/results/gradient_penalty.json, ``--json PATH`` to PATH.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 
-from timing import add_output_options, output_of, run_worker, torch_installed
+from timing import alternate_workers, output_of, worker_parser
 
 from dpnb.testing import median_seconds
 
@@ -96,23 +95,14 @@ def torch_worker(steps: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--worker", choices=["dpnb", "torch"])
-    add_output_options(parser, "gradient_penalty")
-    args = parser.parse_args()
+    args = worker_parser(__doc__, "gradient_penalty").parse_args()
     output = output_of(args)
     if args.worker:
         worker = dpnb_worker if args.worker == "dpnb" else torch_worker
         print(json.dumps(worker(args.steps)))
         return
 
-    frameworks = ["dpnb"] + (["torch"] if torch_installed() else [])
-    runs = {name: [] for name in frameworks}
-    for _ in range(args.runs):
-        for name in frameworks:
-            runs[name].append(run_worker(__file__, name, "--steps", str(args.steps)))
+    runs = alternate_workers(__file__, args.runs, args.steps)
     result = {name: {key: statistics.median(r[key] for r in rs)
                      for key in ("step_s", "first_order_s")} | {"runs": rs}
               for name, rs in runs.items()}

@@ -72,6 +72,28 @@ def torch_installed() -> bool:
     return subprocess.run(probe, capture_output=True).returncode == 0
 
 
+def worker_parser(doc: str, name: str) -> argparse.ArgumentParser:
+    """The command line of a benchmark whose frameworks run as ``--worker`` processes:
+    ``--steps``, ``--runs``, ``--worker`` and the output options (results ``name``)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--worker", choices=["dpnb", "torch"])
+    add_output_options(parser, name)
+    return parser
+
+
+def alternate_workers(script: str, runs: int, steps: int) -> dict[str, list[dict]]:
+    """``runs`` runs of ``script``'s dpnb worker and, where PyTorch is installed, its torch
+    worker, alternately: framework -> the results of its runs."""
+    frameworks = ["dpnb"] + (["torch"] if torch_installed() else [])
+    results: dict[str, list[dict]] = {name: [] for name in frameworks}
+    for _ in range(runs):
+        for name in frameworks:
+            results[name].append(run_worker(script, name, "--steps", str(steps)))
+    return results
+
+
 def run_worker(script: str, *args: str) -> dict:
     """Run ``script --worker ...`` in a fresh one-thread process and return the JSON
     object its last output line holds (each framework measured in its own process)."""

@@ -10,14 +10,12 @@ benchmarks/results/train_step.json, ``--json PATH`` to PATH.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
 import statistics
 
-from timing import (add_output_options, dpnb_adam_step_seconds, output_of, run_worker,
-                    torch_installed)
+from timing import alternate_workers, dpnb_adam_step_seconds, output_of, worker_parser
 
 from dpnb.testing import median_seconds
 
@@ -91,23 +89,14 @@ def torch_worker(steps: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--worker", choices=["dpnb", "torch"])
-    add_output_options(parser, "train_step")
-    args = parser.parse_args()
+    args = worker_parser(__doc__, "train_step").parse_args()
     output = output_of(args)
     if args.worker:
         worker = dpnb_worker if args.worker == "dpnb" else torch_worker
         print(json.dumps(worker(args.steps)))
         return
 
-    frameworks = ["dpnb"] + (["torch"] if torch_installed() else [])
-    runs = {name: [] for name in frameworks}
-    for _ in range(args.runs):
-        for name in frameworks:
-            runs[name].append(run_worker(__file__, name, "--steps", str(args.steps)))
+    runs = alternate_workers(__file__, args.runs, args.steps)
     result = {name: {"step_s": statistics.median(r["step_s"] for r in rs),
                      "peak_mib": statistics.median(r["peak_mib"] for r in rs),
                      "runs": rs} for name, rs in runs.items()}

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..context import get_current_context
 from ..errors import DpnbError
-from ..graph import Function, FunctionInfo, Variable
+from ..graph import Function, FunctionInfo, Variable, functions_in_order
 
 
 class NoGraphGradient(DpnbError):
@@ -94,6 +94,16 @@ def _compare(a, b, op: str) -> "GraphArray":
         shape = np.broadcast_shapes(x.shape, y.shape)
         x, y = _broadcast(x, shape), _broadcast(y, shape)
     return _wrap(getattr(F, op)(x, y))
+
+
+def _extremum(kind: str, a, b) -> "GraphArray":
+    """Elementwise ``maximum`` or ``minimum`` (``kind``) of two operands, either a number."""
+    F = _functions()
+    if _is_number(a):
+        a, b = b, a
+    if _is_number(b):
+        return _wrap(getattr(F, f"{kind}_scalar")(_unwrap(a), float(b)))
+    return _wrap(getattr(F, f"{kind}2")(_unwrap(a), _unwrap(b)))
 
 
 def _broadcast(v: Variable, shape) -> Variable:
@@ -417,21 +427,11 @@ class _GraphModule:
 
     @staticmethod
     def maximum(a, b):
-        F = _functions()
-        if _is_number(a):
-            a, b = b, a
-        if _is_number(b):
-            return _wrap(F.maximum_scalar(_unwrap(a), float(b)))
-        return _wrap(F.maximum2(_unwrap(a), _unwrap(b)))
+        return _extremum("maximum", a, b)
 
     @staticmethod
     def minimum(a, b):
-        F = _functions()
-        if _is_number(a):
-            a, b = b, a
-        if _is_number(b):
-            return _wrap(F.minimum_scalar(_unwrap(a), float(b)))
-        return _wrap(F.minimum2(_unwrap(a), _unwrap(b)))
+        return _extremum("minimum", a, b)
 
     @classmethod
     def clip(cls, x, low, high):
@@ -672,7 +672,7 @@ def differentiate(outputs: Sequence[Variable], seeds: Sequence[Variable],
     gets no gradient (none flows there, or its ``need_grad`` is False).  The walk goes no
     further up than ``stop`` (the inputs of a composite: nothing above them matters)."""
     F = _functions()
-    order = _functions_between(outputs, stop)
+    order = functions_in_order(list(outputs), set(stop))
     # The variables downstream of an input that needs a gradient: only the functions
     # between the inputs and the outputs are differentiated.
     downstream = {x for x in inputs if x.need_grad}
@@ -709,30 +709,6 @@ def _total(pending: dict, totals: dict, v: Variable) -> Variable | None:
             total = _functions().add2(total, part)
         totals[v] = total
     return totals[v]
-
-
-def _functions_between(roots: Sequence[Variable], stop: Sequence[Variable]) -> list[Function]:
-    """The functions ``roots`` depend on, each after the producers of its inputs, not
-    looking above the variables in ``stop``."""
-    stops = set(stop)
-    order: list[Function] = []
-    seen: set[int] = set()
-    for root in roots:
-        if root.parent is None or root in stops or id(root.parent) in seen:
-            continue
-        stack = [(root.parent, False)]
-        while stack:
-            fn, expanded = stack.pop()
-            if expanded:
-                order.append(fn)
-                continue
-            if id(fn) in seen:
-                continue
-            seen.add(id(fn))
-            stack.append((fn, True))
-            stack.extend((x.parent, False) for x in reversed(fn.inputs)
-                         if x.parent is not None and x not in stops and id(x.parent) not in seen)
-    return order
 
 
 def on_variables(compute, *variables: Variable):

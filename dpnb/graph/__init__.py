@@ -17,7 +17,7 @@ from .modes import (auto_forward, get_auto_forward, get_no_grad, install_argumen
                     register_recorder, set_auto_forward, set_function_post_hook,
                     set_function_pre_hook, set_global_recompute, unset_function_post_hook,
                     unset_function_pre_hook)
-from .schedule import FREED_FOR_RECOMPUTE, ClearFlags, record_clear_flags
+from .schedule import FREED_FOR_RECOMPUTE, ClearFlags, functions_in_order, record_clear_flags
 from .variable import Hook, Variable, forward_all
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "install_arguments", "install_reshape", "is_recorded", "no_grad", "recompute",
     "recompute_fn", "register_recorder", "set_auto_forward", "set_function_post_hook",
     "set_function_pre_hook", "set_global_recompute", "unset_function_post_hook",
-    "unset_function_pre_hook", "FREED_FOR_RECOMPUTE", "ClearFlags", "record_clear_flags",
+    "unset_function_pre_hook", "FREED_FOR_RECOMPUTE", "ClearFlags", "functions_in_order",
+    "record_clear_flags",
     "Hook", "Variable", "forward_all",
 ]

@@ -308,12 +308,13 @@ class Schedule:
             _clear_flags.inputs.append(ClearFlags.of(fn.inputs))
 
 
-def functions_in_order(roots: list) -> list:
-    """The functions ``roots`` depend on, each once, after all of its inputs' producers."""
+def functions_in_order(roots: list, stops=()) -> list:
+    """The functions ``roots`` depend on, each once, after all of its inputs' producers;
+    none above the variables ``stops`` (they count as leaves)."""
     order: list = []
     seen: set[int] = set()
     for root in roots:
-        if root._parent is None or id(root._parent) in seen:
+        if root._parent is None or root in stops or id(root._parent) in seen:
             continue
         stack: list[tuple] = [(root._parent, False)]
         while stack:
@@ -326,7 +327,8 @@ def functions_in_order(roots: list) -> list:
             seen.add(id(fn))
             stack.append((fn, True))
             stack.extend((x._parent, False) for x in reversed(fn.inputs)
-                         if x._parent is not None and id(x._parent) not in seen)
+                         if x._parent is not None and x not in stops
+                         and id(x._parent) not in seen)
     return order
 
 
