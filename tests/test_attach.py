@@ -216,17 +216,25 @@ def test_ipyparallels_own_stop_is_no_crash(tmp_path):
     (profile_dir / "ipcluster_config.py").write_text(CONFIG_TEXT)
     where = [f"--profile-dir={profile_dir}"]
     ipcluster = [sys.executable, "-m", "ipyparallel.cluster"]
-    subprocess.run([*ipcluster, "start", "-n", "2", "--daemonize", *where], check=True,
-                   capture_output=True, timeout=TIMEOUT)
-    try:
-        Cluster.attach(profile_dir=str(profile_dir), timeout=TIMEOUT).client.close()
-    finally:
-        subprocess.run([*ipcluster, "stop", *where], check=True, capture_output=True,
-                       timeout=TIMEOUT)
-    deadline = time.monotonic() + TIMEOUT
-    while processes.find(profile_dir, "").processes:
-        assert time.monotonic() < deadline, "ipcluster stop left processes"
-        time.sleep(0.1)
+    for tries_left in reversed(range(2)):   # as dpnb's launcher: MPICH's MPI_Init now and
+        subprocess.run([*ipcluster, "start", "-n", "2", "--daemonize", *where], check=True,
+                       capture_output=True, timeout=TIMEOUT)   # then fails (mpich#7417)
+        try:
+            Cluster.attach(profile_dir=str(profile_dir), timeout=TIMEOUT).client.close()
+            started = True
+        except DpnbError as e:
+            started = False
+            if not tries_left or "exited" not in str(e):
+                raise
+        finally:
+            subprocess.run([*ipcluster, "stop", *where], check=True, capture_output=True,
+                           timeout=TIMEOUT)
+            deadline = time.monotonic() + TIMEOUT
+            while processes.find(profile_dir, "").processes:
+                assert time.monotonic() < deadline, "ipcluster stop left processes"
+                time.sleep(0.1)
+        if started:
+            break
     assert processes.engine_state_file(profile_dir, "").exists()     # what ipyparallel leaves
     dpnb = [sys.executable, "-m", "dpnb", "cluster"]
     status = subprocess.run([*dpnb, "status", "--profile-dir", str(profile_dir)],

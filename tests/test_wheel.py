@@ -101,16 +101,21 @@ def test_dpnb_runs_from_the_wheel_outside_any_clone(installed):
     run([venv / "bin" / "dpnb", "profile", "install"], work, env)
     assert (Path(env["IPYTHONDIR"]) / "profile_mpi" / "ipcluster_config.py").is_file()
     python = venv / "bin" / "python"
-    run([python, "-m", "ipyparallel.cluster", "start", "--profile=mpi", "-n", "2", "--daemonize"],
-        work, env)
-    try:
-        ranks = run([python, "-c", "import ipyparallel as ipp\n"
-                     "rc = ipp.Client(profile='mpi', timeout=60)\n"
-                     "rc.wait_for_engines(2, timeout=120)\n"
-                     "print(rc[:].apply_sync(lambda: (rank, __import__('dpnb').__file__)))"],
-                    work, env, timeout=180).stdout
-    finally:
-        run([venv / "bin" / "dpnb", "cluster", "stop"], work, env)
+    for tries_left in reversed(range(2)):   # as dpnb's launcher: MPICH's MPI_Init now and
+        run([python, "-m", "ipyparallel.cluster", "start", "--profile=mpi", "-n", "2",
+             "--daemonize"], work, env)                    # then fails (pmodels/mpich#7417)
+        try:
+            ranks = run([python, "-c", "import ipyparallel as ipp\n"
+                         "rc = ipp.Client(profile='mpi', timeout=60)\n"
+                         "rc.wait_for_engines(2, timeout=60)\n"
+                         "print(rc[:].apply_sync(lambda: (rank, __import__('dpnb').__file__)))"],
+                        work, env, timeout=180).stdout
+            break
+        except AssertionError:
+            if not tries_left:
+                raise
+        finally:
+            run([venv / "bin" / "dpnb", "cluster", "stop"], work, env)
     assert ranks.strip() == str([(r, f"{where.strip()}") for r in (0, 1)]), ranks
     run([venv / "bin" / "dpnb", "notebooks", "notebooks"], work, env)
     assert sorted(p.name for p in (work / "notebooks").iterdir()) == [
