@@ -1,6 +1,7 @@
 """Every case of tests/nnabla_cases/functions_<family>.py: dpnb's outputs and
 gradients against those recorded from nnabla 1.39 (record_functions.py), and its
-float64 gradients against central differences."""
+float64 first and second derivatives (nn.grad's gradient graph) against central
+differences."""
 from pathlib import Path
 from types import ModuleType
 
@@ -61,6 +62,12 @@ FD_CASES = [(f, c) for f, c in CASES if c.grad and c.fd]
                          ids=[f"{f}:{c.name}" for f, c in FD_CASES])
 def test_gradients_by_finite_differences(family, case):
     assert functions.finite_difference_errors(LIB, case) == []
+
+
+@pytest.mark.parametrize("family, case", FD_CASES,
+                         ids=[f"{f}:{c.name}" for f, c in FD_CASES])
+def test_second_derivatives_by_finite_differences(family, case):
+    assert functions.second_order_errors(LIB, case) == []
 
 
 def test_every_recorded_case_still_exists():

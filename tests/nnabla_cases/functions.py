@@ -80,7 +80,7 @@ def _as_tuple(outputs) -> tuple:
 
 def output_grads(outputs: Sequence) -> list[np.ndarray | None]:
     """The fixed gradient of each float output (None for integer outputs)."""
-    return [np.random.RandomState(100 + i).randn(*y.shape)
+    return [np.asarray(np.random.RandomState(100 + i).randn(*y.shape))
             if np.issubdtype(y.d.dtype, np.floating) else None
             for i, y in enumerate(outputs)]
 
@@ -198,6 +198,75 @@ def finite_difference_errors(lib, case: Case, eps: float = 1e-6) -> list[str]:
         if not np.allclose(expected, numeric, rtol=case.fd_rtol, atol=case.fd_atol):
             worst = float(np.max(np.abs(expected - numeric)))
             errors.append(f"{label}: analytic and numeric gradients differ by up to {worst:.3g}")
+    return errors
+
+
+def second_order_errors(lib, case: Case, eps: float = 1e-6) -> list[str]:
+    """Where the float64 gradient graph that ``nn.grad`` builds for the case is wrong.
+
+    Its values must be ``backward()``'s first-order gradients, and the gradient of
+    s = sum_i <v_i, dL/dx_i> (L = sum(y * w), directions v_i fixed at random) with
+    respect to every input, parameter and output gradient w must equal the central
+    differences of s computed from ``backward()``'s gradients: so a graph right in value
+    but wrong in how it depends on x or w is found."""
+    nn, F = lib.nn, lib.F
+    built = Built(lib, case, np.float64)
+    built.forward()
+    grads = output_grads(built.outputs)
+    sources = [(f"input {i}", x, built.inputs[i]) for i, x in enumerate(built.xs) if x.need_grad]
+    sources += [(f"parameter {name}", p, built.param_values[name])
+                for name, p in built.params.items() if p.need_grad]
+    seeded = [(y, nn.Variable.from_numpy_array(g, need_grad=True))
+              for y, g in zip(built.outputs, grads) if g is not None]
+    try:
+        graph = nn.grad([y for y, _ in seeded], [v for _, v, _ in sources],
+                        grad_outputs=[w for _, w in seeded])
+    except Exception as error:  # what dpnb says when a function has no graph backward
+        return [f"nn.grad: {type(error).__name__}: {error}"]
+    rng = np.random.RandomState(7)
+    directions = [rng.randn(*g.shape) for g in graph]
+    s = F.sum(F.mul2(graph[0], nn.Variable.from_numpy_array(directions[0])))
+    for g, v in zip(graph[1:], directions[1:]):
+        s = F.add2(s, F.sum(F.mul2(g, nn.Variable.from_numpy_array(v))))
+
+    def first_order() -> list[np.ndarray]:
+        built.reset()
+        built.forward()
+        built.backward(grads)
+        return [host(v.g).astype(np.float64) for _, v, _ in sources]
+
+    def reference_s() -> float:
+        return float(sum(np.sum(g * v) for g, v in zip(first_order(), directions)))
+
+    expected_first = first_order()
+    built.reset()
+    s.forward()
+    errors = [f"{label}: nn.grad's gradient differs from backward()'s by up to "
+              f"{float(np.max(np.abs(host(g.d) - want))):.3g}"
+              for (label, _, _), g, want in zip(sources, graph, expected_first)
+              if not np.allclose(host(g.d), want, rtol=1e-9, atol=1e-9)]
+    wrt = sources + [(f"output gradient {i}", w, w.d) for i, (_, w) in enumerate(seeded)]
+    for _, v, _ in wrt:
+        v.grad.zero()
+    s.backward()
+    analytic = [host(v.g).astype(np.float64) for _, v, _ in wrt]
+    # the output gradients' values live in ``grads``, which reference_s reads
+    arrays = [source for _, _, source in sources] + [g for g in grads if g is not None]
+    for (label, v, _), source, expected in zip(wrt, arrays, analytic):
+        flat, numeric = source.reshape(-1), np.zeros(v.size)
+        for j in range(flat.size):
+            old = flat[j]
+            flat[j] = old + eps
+            up = reference_s()
+            flat[j] = old - eps
+            down = reference_s()
+            flat[j] = old
+            numeric[j] = (up - down) / (2 * eps)
+        numeric = numeric.reshape(v.shape)
+        if not np.allclose(expected, numeric, rtol=case.fd_rtol, atol=case.fd_atol):
+            worst = float(np.max(np.abs(expected - numeric)))
+            errors.append(f"{label}: second derivative and central differences of the "
+                          f"first differ by up to {worst:.3g}")
     return errors
 
 
