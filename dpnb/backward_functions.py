@@ -2,8 +2,9 @@
 backward function, ``register`` adds one (for a ``PythonFunction``).
 
 A backward function takes nnabla's arguments ``(grad_outputs, inputs, input_shapes,
-outputs, output_shapes, **info_args)`` and returns the inputs' gradients as variables
-(None where an input gets none).  dpnb keeps no table of them: each one is the
+outputs, output_shapes, *args, **info_args)`` and returns the inputs' gradients as
+variables (None where an input gets none), as nnabla's do: the one variable of a
+function with one input, else a list.  dpnb keeps no table of them: each one is the
 function's own graph backward (``dpnb.functions.graph_module``), for the function that
 made ``outputs`` or, where they come from elsewhere, one made from the type name and
 ``info_args``; what ``register`` adds takes precedence, in ``nn.grad`` too."""
@@ -14,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from . import functions as F
 from .errors import DpnbError
 from .formats.function_messages import function_instance
-from .formats.function_specs import exported_types
+from .formats.function_specs import exported_types, spec_of_type
 from .functions.graph_module import custom_backwards, graph_backward, made_type_names
 from .graph import Function, Variable
 from .ndarray import NdArray
@@ -63,12 +64,26 @@ registry = _Registry()
 
 def _backward_function(type_name: str) -> BackwardFunction:
     def backward(grad_outputs, inputs, input_shapes=None, outputs=None, output_shapes=None,
-                 **info_args) -> list[Variable | None]:
+                 *args, **info_args) -> list[Variable | None]:
+        info_args.update(_named_arguments(type_name, args))
         fn = _function_of(type_name, list(inputs), outputs, info_args)
         gys = [_as_variable(g, y) for g, y in zip(_listed(grad_outputs), fn.outputs)]
-        return graph_backward(fn, fn.inputs, fn.outputs, gys, [x.need_grad for x in fn.inputs])
+        grads = graph_backward(fn, fn.inputs, fn.outputs, gys, [x.need_grad for x in fn.inputs])
+        return grads[0] if len(grads) == 1 else grads
     backward.__name__ = backward.__qualname__ = f"{type_name}Backward"
     return backward
+
+
+def _named_arguments(type_name: str, args: tuple) -> dict:
+    """The function's arguments given by position after the five of every backward
+    function (nnabla's ``registry['Dropout'](..., p, seed)``), by their names."""
+    if not args:
+        return {}
+    names = spec_of_type(type_name).params
+    if len(args) > len(names):
+        raise DpnbError(f"{type_name}'s backward function takes at most {len(names)} arguments "
+                        f"after output_shapes ({', '.join(names) or 'none'}), got {len(args)}")
+    return dict(zip(names, args))
 
 
 def _listed(values) -> list:
@@ -76,14 +91,24 @@ def _listed(values) -> list:
 
 
 def _function_of(type_name: str, inputs: list[Variable], outputs, info_args: dict) -> Function:
-    """The function of ``outputs`` where it is of ``type_name`` on ``inputs`` (so that a
-    function drawing random numbers or updating statistics is not run a second time);
-    else a new one made from the type name and ``info_args``."""
-    parent = _listed(outputs)[0].parent if outputs else None
-    if (isinstance(parent, Function) and _type_name(parent) == type_name
-            and len(parent.inputs) == len(inputs)
-            and all(a == b for a, b in zip(parent.inputs, inputs))):
-        return parent
+    """The function of ``outputs`` where it is of ``type_name`` on ``inputs``, else the
+    newest such function already applied to ``inputs`` (so that a function drawing random
+    numbers or updating statistics is not run a second time); else a new one made from
+    the type name and ``info_args``, unless it draws random numbers (its gradient needs
+    the draw of the function it belongs to)."""
+    given = _listed(outputs)[0] if outputs else None
+    candidates = [given.parent] if isinstance(given, Variable) else []
+    if inputs and isinstance(inputs[0], Variable):
+        candidates += inputs[0].function_references
+    for fn in candidates:
+        if (isinstance(fn, Function) and _type_name(fn) == type_name
+                and len(fn.inputs) == len(inputs)
+                and all(a is b for a, b in zip(fn.inputs, inputs))):
+            return fn
+    if getattr(spec_of_type(type_name).cls, "draws_random_numbers", False):
+        raise DpnbError(f"{type_name} draws random numbers, and its gradient needs the draw "
+                        f"of the {type_name} it belongs to; none takes these inputs: apply "
+                        "the function to them first (y = F.dropout(x, p, seed))")
     built = function_instance(type_name, **info_args)(*inputs)
     first = built[0] if isinstance(built, tuple) else built
     fn = first.parent

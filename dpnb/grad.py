@@ -13,9 +13,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import functions as F
-from .errors import DpnbError, DpnbValueError
+from .errors import DpnbValueError
 from .functions.graph_module import GradientSeed, differentiate
-from .graph import Variable
+from .graph import Function, Variable
 from .ndarray import NdArray
 
 __all__ = ["grad"]
@@ -34,14 +34,10 @@ def grad(outputs: Variable | Sequence[Variable], inputs: Variable | Sequence[Var
     those per output.  ``persistent_outputs`` (default: all True) set the outputs'
     ``persistent`` flags, so that clearing passes keep them.  An input the outputs do not
     depend on, or that has ``need_grad`` False, gets zeros (a constant of its shape).
-    ``bind_grad_output`` (nnabla's binding of each input's ``grad`` to its gradient's data)
-    is not in dpnb yet and raises."""
+    With ``bind_grad_output`` each gradient variable's data is its input's ``grad``:
+    forwarding the gradients fills ``x.g`` (a solver can then update from them)."""
     outputs = _as_list(outputs, "outputs")
     inputs = _as_list(inputs, "inputs")
-    if bind_grad_output:
-        raise DpnbError("nn.grad(bind_grad_output=True), which makes each input's grad share "
-                        "its gradient variable's data, is not in dpnb yet; leave it False and "
-                        "read the returned variables' .d after forward")
     seeds = _seeds(outputs, grad_outputs)
     persistent = list(persistent_outputs)
     if persistent and len(persistent) != len(outputs):
@@ -51,7 +47,35 @@ def grad(outputs: Variable | Sequence[Variable], inputs: Variable | Sequence[Var
         o.persistent = bool(p)
 
     found = differentiate(outputs, seeds, inputs)
-    return [F.constant(0.0, x.shape) if g is None else g for x, g in zip(inputs, found)]
+    grads = [F.constant(0.0, x.shape) if g is None else g for x, g in zip(inputs, found)]
+    if bind_grad_output:
+        grads = [BoundToGrad(x)(g) for x, g in zip(inputs, grads)]
+    return grads
+
+
+class BoundToGrad(Function):
+    """The gradient of ``x`` unchanged, written into ``x.grad`` at every forward and
+    sharing its array after: nnabla's ``bind_grad_output``.  Writing rather than rebinding
+    keeps a parameter's gradient a view into the flat storage its solver updates from."""
+
+    no_nnabla_spec = "an input's gradient bound to its grad (nn.grad(bind_grad_output=True))"
+    grad_depends_on_inputs = False
+
+    def __init__(self, x: Variable):
+        self.x = x
+
+    def output_specs(self, inputs):
+        return [(inputs[0].shape, inputs[0].dtype)]
+
+    def forward_arrays(self, xp, xs):
+        self.x.grad.data = xs[0]
+        return (self.x.grad.data,)
+
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
+        return (gys[0],)
+
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        return [gys[0]]
 
 
 def _as_list(values, name: str) -> list[Variable]:

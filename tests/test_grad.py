@@ -419,10 +419,82 @@ def test_outputs_become_persistent_as_asked():
         nn.grad([y0, y1], [x], persistent_outputs=[True])
 
 
-def test_bind_grad_output_says_it_is_not_there():
+def test_bind_grad_output_fills_the_inputs_grad_and_stays_differentiable():
+    x, a = _variables([A, B])
+    w = rng.randn(*A.shape)
+    (g,) = nn.grad([F.sin(x * a)], [x], grad_outputs=[w], bind_grad_output=True)
+    x.g = 0
+    g.forward()
+    np.testing.assert_allclose(x.g, np.cos(A * B) * B * w, rtol=1e-12)
+    assert np.shares_memory(g.d, x.g)
+    s = F.sum(g)  # d/da sum(cos(xa) a w) = (cos(xa) - sin(xa) x a) w
+    s.forward()
+    a.grad.zero()
+    s.backward()
+    np.testing.assert_allclose(a.g, (np.cos(A * B) - np.sin(A * B) * A * B) * w, rtol=1e-12)
+
+
+def test_bind_grad_output_lets_a_solver_train_from_the_gradient_graph():
+    """The use nnabla names: parameters' grads filled by forwarding the gradient graph,
+    then updated by a solver, as loss.backward() would have; the grads are views into
+    the flat storage the solver updates from."""
+    import dpnb.parametric_functions as PF
+    import dpnb.solvers as S
+    x = nn.Variable.from_numpy_array(rng.randn(4, 3))
+    results = []
+    for bind in (False, True):
+        nn.clear_parameters()
+        with nn.parameter_scope("bound"):
+            loss = F.sum(F.tanh(PF.affine(x, 2)) ** 2)
+        params = nn.get_parameters()
+        for p in params.values():
+            p.d = np.random.RandomState(3).randn(*p.shape)
+        solver = S.Sgd(lr=0.5)
+        solver.set_parameters(params)
+        solver.zero_grad()
+        if bind:
+            grads = nn.grad([loss], list(params.values()), bind_grad_output=True)
+            F.sink(*grads).forward()
+        else:
+            loss.forward()
+            loss.backward()
+        solver.update()
+        results.append({k: p.d.copy() for k, p in params.items()})
+    nn.clear_parameters()
+    for name in results[0]:
+        np.testing.assert_allclose(results[1][name], results[0][name], rtol=1e-12)
+
+
+def test_dropout_second_order_uses_the_forwards_mask():
+    """y = dropout(x)^2: dy/dx = 2 m^2 x / (1-p)^2 with the mask m of the forward, and
+    d/dx <v, dy/dx> = 2 m v / (1-p)^2; the mask nnabla's _get_dropout_mask reads."""
+    from dpnb._dropout_workaround import _get_dropout_mask
+    p = 0.4
+    x = _variables([rng.randn(3, 5)])[0]
+    y = F.dropout(x, p, seed=11) ** 2
+    (g,) = nn.grad([y], [x])
+    v = rng.randn(3, 5)
+    s = F.sum(g * nn.Variable.from_numpy_array(v))
+    s.forward()
+    m = _get_dropout_mask(x).d.copy()
+    assert set(np.unique(m)) == {0.0, 1.0}
+    np.testing.assert_allclose(g.d, 2 * m * x.d / (1 - p) ** 2, rtol=1e-12)
+    x.grad.zero()
+    s.backward()
+    np.testing.assert_allclose(x.g, 2 * m * v / (1 - p) ** 2, rtol=1e-12)
+    s.forward()  # a new draw: the gradient graph reads it
+    m2 = _get_dropout_mask(x).d
+    assert not np.array_equal(m, m2)
+    np.testing.assert_allclose(g.d, 2 * m2 * x.d / (1 - p) ** 2, rtol=1e-12)
+
+
+def test_dropout_mask_needs_a_dropout_on_the_variable():
+    from dpnb._dropout_workaround import _get_dropout_mask
     x = _variables([A])[0]
-    with pytest.raises(DpnbError, match="bind_grad_output"):
-        nn.grad([F.sin(x)], [x], bind_grad_output=True)
+    with pytest.raises(DpnbError, match="no F.dropout takes this variable"):
+        _get_dropout_mask(x)
+    with pytest.raises(RuntimeError, match="draws random numbers"):
+        registry["Dropout"]([x], [x], [None], [None], [None], 0.5, -1)
 
 
 def test_first_order_backward_is_untouched_by_grad():
@@ -468,7 +540,7 @@ def test_registry_backward_function_of_a_graph_function():
 def test_registry_builds_the_function_where_outputs_come_from_elsewhere():
     x = _variables([A])[0]
     gy = nn.Variable.from_numpy_array(np.full((2, 3), 2.0))
-    (gx,) = registry["Sin"]([gy], [x], [x.shape], None, None)
+    gx = registry["Sin"]([gy], [x], [x.shape], None, None)  # one input: a variable, as nnabla
     gx.forward()
     np.testing.assert_allclose(gx.d, 2 * np.cos(A))
 

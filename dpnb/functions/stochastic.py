@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import random as _random
 from ..context import to_module
+from ..errors import DpnbError
 from ..graph import Function, Variable
 from .base import axes_of, base_axis_of, default_outputs, number_of, shape_of
 from .specs import Export, FunctionSpec, Params, always_false, attrs, call, ints
@@ -39,6 +40,7 @@ class Dropout(Function):
     def __init__(self, p: float, seed: int):
         self.p = float(p)
         self.seed = int(seed)
+        self.mask = self._mask_variable = None
 
     def output_specs(self, inputs):
         (x,) = inputs
@@ -51,6 +53,8 @@ class Dropout(Function):
     def forward_arrays(self, xp, xs):
         x = xs[0]
         self.mask = xp.asarray(self.rng.random_sample(x.shape) >= self.p)
+        if self._mask_variable is not None:
+            self._mask_variable.d = self.mask
         y = x * self.mask
         y *= 1 / (1 - self.p)
         return (y,)
@@ -59,6 +63,30 @@ class Dropout(Function):
         gx = gys[0] * self.mask
         gx *= 1 / (1 - self.p)
         return (gx,)
+
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """The output gradient times the mask, scaled: linear in it, constant in x."""
+        return [F.mul_scalar(F.mul2(gys[0], self.mask_variable()), 1 / (1 - self.p))]
+
+    def mask_variable(self) -> Variable:
+        """The 0/1 mask of this dropout as a leaf variable whose data every forward from
+        now on rewrites (nnabla's ``_get_dropout_mask``): a gradient graph reads the draw
+        of the forward that ran before it, as nnabla's ``GradEndFunction`` orders them."""
+        if self._mask_variable is None:
+            x = self.inputs[0]
+            self._mask_variable = Variable(x.shape, dtype=x.dtype)
+            if self.mask is not None:
+                self._mask_variable.d = self.mask
+        return self._mask_variable
+
+
+def dropout_mask(x: Variable) -> Variable:
+    """The mask of the newest dropout applied to ``x`` (nnabla's ``_get_dropout_mask``)."""
+    of = next((fn for fn in x.function_references if isinstance(fn, Dropout)), None)
+    if of is None:
+        raise DpnbError("no F.dropout takes this variable as its input, so there is no "
+                        "dropout mask to read; apply y = F.dropout(x, p, seed) first")
+    return of.mask_variable()
 
 
 def dropout(x: Variable, p: float = 0.5, seed: int = -1,
