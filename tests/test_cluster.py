@@ -407,7 +407,8 @@ def test_a_killed_driver_takes_its_cluster_along(ipython_dir):
 def test_an_mpi_job_that_exits_at_start_is_started_once_more(ipython_dir, tmp_path,
                                                              monkeypatch, caplog):
     """MPICH's UCX now and then fails MPI_Init (pmodels/mpich#7417): a job whose ranks
-    exit before any engine registers is started again, once, with a warning."""
+    exit before any engine registers is started again, once, noted in the log at INFO
+    (below what a notebook cell shows)."""
     from dpnb.cluster import launcher
 
     marker = tmp_path / "failed-once"
@@ -425,12 +426,13 @@ def test_an_mpi_job_that_exits_at_start_is_started_once_more(ipython_dir, tmp_pa
     """))
     monkeypatch.setattr(launcher, "ENGINE_CMD", [sys.executable, str(wrapper)])
     cluster = Cluster(2, cluster_id="started-twice", timeout=60, progress=False)
-    with caplog.at_level("WARNING", "dpnb.cluster.launcher"):
+    with caplog.at_level("INFO", "dpnb.cluster.launcher"):
         cluster.start()
     try:
         assert marker.exists()
         assert cluster.view.pull("rank") == [0, 1]
-        told = [r.getMessage() for r in caplog.records if r.name == "dpnb.cluster.launcher"]
+        told = [r.getMessage() for r in caplog.records if r.name == "dpnb.cluster.launcher"
+                and r.levelname == "INFO"]
         assert len(told) == 1 and told[0].startswith(
             "the engines' MPI job exited before any engine registered; starting it once more")
         assert "this rank fails its first start" in told[0]
