@@ -11,6 +11,7 @@ import numpy as np
 
 from ..graph import Function, Variable
 from .base import argument_error
+from .graph_module import composite_backward_graph, on_variables
 from .nn import affine
 from .stochastic import dropout as _dropout
 
@@ -88,17 +89,29 @@ class AttentionWeights(Function):
         self.masked = k.shape[0] - self.extra
         return [((batch * heads, q.shape[0], k.shape[0]), q.dtype)]
 
-    def forward_arrays(self, xp, xs):
-        q, k = _heads(xs[0] * self.scale, self.num_heads), _heads(xs[1], self.num_heads)
-        s = xp.matmul(q, k.swapaxes(-1, -2))
-        n = self.masked
-        rest = 2
+    def _scores(self, xp, q, k, *masks):
+        """``scale * q_h k_h^T`` with the masks applied, (B, H, L_T, L_S): on arrays for
+        forward, on variables for the composite."""
+        s = xp.matmul(_heads(q * self.scale, self.num_heads),
+                      _heads(k, self.num_heads).swapaxes(-1, -2))
+        masks = iter(masks)
         if self.has_additive:
-            s[..., :n] += xs[rest]
-            rest += 1
+            s = s + self._all_keys(xp, next(masks))
         if self.has_padding:
-            padded = (xs[rest] != 0).reshape(s.shape[0], 1, 1, n)
-            s[..., :n] = xp.where(padded, -np.inf, s[..., :n])
+            padded = (self._all_keys(xp, next(masks)) != 0).reshape(s.shape[0], 1, 1, -1)
+            s = xp.where(padded, -np.inf, s)
+        return s
+
+    def _all_keys(self, xp, mask):
+        """A mask over the first L_S - extra keys extended to all keys: the extra ones
+        (the attention bias) are never masked."""
+        if not self.extra:
+            return mask
+        rest = xp.zeros(mask.shape[:-1] + (self.extra,), mask.dtype)
+        return xp.concatenate([mask, rest], axis=-1)
+
+    def forward_arrays(self, xp, xs):
+        s = self._scores(xp, *xs)
         s -= s.max(axis=-1, keepdims=True)
         xp.exp(s, out=s)
         s /= s.sum(axis=-1, keepdims=True)
@@ -120,6 +133,13 @@ class AttentionWeights(Function):
         if self.has_additive and need_grads[2]:
             grads[2] = gs[..., :self.masked].sum(axis=(0, 1))
         return tuple(grads)
+
+    def composite(self, F, xs):
+        """What it computes, as a graph of functions (its graph backward differentiates it)."""
+        weights = F.softmax(on_variables(self._scores, *xs), axis=-1)
+        return F.reshape(weights, self.outputs[0].shape, inplace=False)
+
+    backward_graph = composite_backward_graph
 
 
 class AttentionOutput(Function):

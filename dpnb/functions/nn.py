@@ -16,7 +16,7 @@ from ..graph import Function, Variable
 from .activation import ELU, LeakyReLU, ReLU, ReLU6, Sigmoid, Tanh
 from .array import Pad
 from .base import argument_error, base_axis_of, default_outputs, int_tuple, workspace
-from .graph_module import bilinear_backward_graph
+from .graph_module import bilinear_backward_graph, composite_backward_graph
 from .normalization import BatchNormalization
 from .specs import Export, FunctionSpec, Params, call, ints, plain
 
@@ -696,12 +696,14 @@ class FusedConvolution(Function):
     def output_specs(self, inputs):
         x, weight, given = inputs[0], inputs[1], dict(zip(self.roles, inputs[2:]))
         self.axis = base_axis_of(self, self.base_axis, x.ndim)
-        widths, conv_pad = _fused_pad(self, self.pad_given, x.ndim - self.axis - 1,
-                                      self.channel_last, self.pad_mode, self.constant_value)
-        self.padder = None if widths is None else Pad(widths, self.pad_mode, self.constant_value)
+        self.widths, self.conv_pad = _fused_pad(self, self.pad_given, x.ndim - self.axis - 1,
+                                                self.channel_last, self.pad_mode,
+                                                self.constant_value)
+        self.padder = (None if self.widths is None
+                       else Pad(self.widths, self.pad_mode, self.constant_value))
         h = x if self.padder is None else _Shaped(*self.padder.output_specs([x])[0])
-        self.conv = Convolution(self.base_axis, conv_pad, self.stride, self.dilation, self.group,
-                                self.channel_last)
+        self.conv = Convolution(self.base_axis, self.conv_pad, self.stride, self.dilation,
+                                self.group, self.channel_last)
         bias = [given["bias"]] if "bias" in given else []
         h = _Shaped(*self.conv.output_specs([h, weight, *bias])[0])
         self.norm = None
@@ -768,6 +770,28 @@ class FusedConvolution(Function):
                 grads["x"] = g if self.padder is None else self.padder.backward_arrays(
                     xp, [xs[0]], None, [g], [True])[0]
         return tuple(grads.get(name) for name in ("x", "weight", *self.roles))
+
+    def composite(self, F, xs):
+        """What it computes, as a graph of functions (its graph backward differentiates
+        it); batch statistics as batch normalization's composite computes them, without
+        folding them into the running ones."""
+        x, weight, given = xs[0], xs[1], dict(zip(self.roles, xs[2:]))
+        h = x if self.widths is None else F.pad(x, self.widths, self.pad_mode,
+                                                 self.constant_value)
+        h = F.convolution(h, weight, given.get("bias"), self.base_axis, self.conv_pad,
+                          self.stride, self.dilation, self.group, self.channel_last)
+        if self.norm is not None:
+            h = self.norm.composite(F, [h, *(given[r] for r in _NORM_ROLES)])[0]
+        if "z" in given:
+            h = h + given["z"]
+        activation = _NONLINEARITIES[self.nonlinearity][0]
+        return h if activation is None else activation(*self.nonlinearity_args)(h)
+
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """Its composite differentiated; the running statistics get none, as in backward."""
+        need = [need and role not in ("mean", "variance")
+                for need, role in zip(need_grads, ("x", "weight", *self.roles))]
+        return composite_backward_graph(self, F, xs, ys, gys, need)
 
 
 def _fused_pad(fn: Function, pad, n: int, channel_last: bool, pad_mode: str,
@@ -950,6 +974,8 @@ class PatchCorrelation(Function):
             g1, g2 = xp.moveaxis(g1, 1, -1), xp.moveaxis(g2, 1, -1)
         return tuple(xp.ascontiguousarray(gx) if need else None
                      for gx, need in zip((g1, g2), need_grads))
+
+    backward_graph = bilinear_backward_graph  # bilinear in x1 and x2
 
 
 def patch_correlation(x1: Variable, x2: Variable, patch: int | Sequence[int] = (1, 1),

@@ -992,8 +992,9 @@ def mean_subtraction(x: Variable, mean: Variable, t: Variable, base_axis: int = 
 class SpectralNorm(Function):
     """W / sigma(W), sigma the largest singular value of W seen as a matrix (rows: the
     indices of axis ``dim``), estimated by ``itr`` steps of the power iteration from the
-    left singular vector ``u``, which forward updates in place unless ``test``.  As in
-    nnabla, backward holds the singular vectors constant: d sigma / dW = u v^T."""
+    left singular vector ``u``, which forward updates in place unless ``test`` (the
+    variable given, a parameter or a function's output, as nnabla does).  As in nnabla,
+    backward holds the singular vectors constant: d sigma / dW = u v^T."""
 
     nnabla_spec = FunctionSpec("SpectralNorm", "spectral_norm_param",
                                ("dim", "itr", "eps", "test", "output_u"),
@@ -1024,9 +1025,6 @@ class SpectralNorm(Function):
             raise self.error(f"itr (power iterations) must be an int >= 1, got {self.itr!r}")
         if not self.eps > 0:
             raise self.error(f"eps must be > 0, got {self.eps!r}")
-        if not self.test and u.parent is not None:
-            raise self.error("u is updated in place with test=False, so it must be a leaf "
-                             "variable (a parameter), not the output of a function")
         self.moved_shape = (rows,) + tuple(s for a, s in enumerate(w.shape) if a != self.axis)
         outputs = [(w.shape, w.dtype)]
         if self.output_u:
@@ -1036,26 +1034,59 @@ class SpectralNorm(Function):
     def _normalized(self, xp, a):
         return a / xp.sqrt((a * a).sum() + self.eps)
 
-    def forward_arrays(self, xp, xs):
-        w, u0 = xs
+    def _singular(self, xp, w, u):
+        """The singular vectors u, v and value sigma of ``w`` that ``itr`` steps of the
+        power iteration from ``u`` reach (on arrays, or on variables for the graph)."""
         matrix = xp.moveaxis(w, self.axis, 0).reshape(self.moved_shape[0], -1)
-        u = u0.astype(w.dtype)
         for _ in range(int(self.itr)):
             v = self._normalized(xp, matrix.T @ u)
             u = self._normalized(xp, matrix @ v)
-        self.u, self.v = u, v
-        self.sigma = u @ (matrix @ v)
-        original = u0.copy() if self.output_u else None
+        return u, v, u @ (matrix @ v)
+
+    def _gradient(self, xp, w, gy, u, v, sigma):
+        """dL/dW = gy / sigma - <gy, W> / sigma^2 u v^T, the singular vectors held constant."""
+        outer = xp.moveaxis((u[:, None] * v[None, :]).reshape(self.moved_shape), 0, self.axis)
+        return gy / sigma - ((gy * w).sum() / (sigma * sigma)) * outer
+
+    def forward_arrays(self, xp, xs):
+        w, u0 = xs
+        self.u, self.v, self.sigma = self._singular(xp, w, u0.astype(w.dtype))
+        self.u_start = u0.copy()  # kept for the graph backward (SpectralNormStart)
         if not self.test:
-            self.inputs[1].d = u
+            self.inputs[1].d = self.u
         y = w / self.sigma
-        return (y, original) if self.output_u else (y,)
+        return (y, self.u_start.copy()) if self.output_u else (y,)
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
-        w, gy, sigma = xs[0], gys[0], self.sigma
-        outer = (self.u[:, None] * self.v[None, :]).reshape(self.moved_shape)
-        outer = xp.moveaxis(outer, 0, self.axis)
-        return (gy / sigma - ((gy * w).sum() / (sigma * sigma)) * outer, None)
+        return (self._gradient(xp, xs[0], gys[0], self.u, self.v, self.sigma), None)
+
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """backward's gradient with the power iteration in the graph, from the u forward
+        started from: so its derivative follows the singular vectors as W moves, as the
+        derivative of backward's result does."""
+        def gradient(xp, w, gy, u_start):
+            return self._gradient(xp, w, gy, *self._singular(xp, w, u_start))
+        return [on_variables(gradient, xs[0], gys[0], SpectralNormStart(self)(ys[0])), None]
+
+
+class SpectralNormStart(Function):
+    """The u that the latest forward of ``of`` (a SpectralNorm) started its power iteration
+    from, before updating it in place: the start of the graph backward's iteration.  Its
+    input, of's output, only orders it after that forward."""
+
+    no_nnabla_spec = "the start of spectral_norm's power iteration, made by its graph backward"
+    differentiable = False
+    grad_depends_on_inputs = False
+
+    def __init__(self, of: SpectralNorm):
+        self.of = of
+
+    def output_specs(self, inputs):
+        u = self.of.inputs[1]
+        return [(u.shape, u.dtype)]
+
+    def forward_arrays(self, xp, xs):
+        return (self.of.u_start.copy(),)
 
 
 def spectral_norm(w: Variable, u: Variable, dim: int = 0, itr: int = 1, eps: float = 1e-12,
