@@ -113,6 +113,8 @@ class Gather(Function):
         gx = xp.moveaxis(gt, 1, 1 + self.axis - self.b).reshape(self.x_shape)
         return (gx, None)
 
+    backward_graph = linear_backward_graph  # linear in x; the indices only select
+
 
 def gather(x: Variable, Indices: Variable, axis: int | None = None, batch_dims: int | None = None,
            n_outputs: int = -1, outputs=None) -> Variable:
