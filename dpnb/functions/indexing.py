@@ -229,6 +229,18 @@ class ScatterNd(Function):
                 gout[where] = 0
         return (gdata, None, gout) if self.has_out else (gdata, None)
 
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """Its backward as functions of the indices: data's gradient is g gathered at them;
+        ``out``'s is g, less (add=False) what lands there, scattered back."""
+        g, indices = gys[0], xs[1]
+        picked = F.gather_nd(g, indices)
+        grads = [picked if need_grads[0] else None, None]
+        if self.has_out:
+            kept = g if self.add or not need_grads[2] else F.sub2(
+                g, F.scatter_nd(picked, indices, shape=self.shape))
+            grads.append(kept)
+        return grads
+
 
 def scatter_nd(data: Variable, indices, shape: Sequence[int] | None = None, out=None,
                add: bool = False) -> Variable:
