@@ -811,7 +811,9 @@ class LinearBackward(_MadeByGrad):
                                 others) if self.of.grad_depends_on_inputs else None)
         need = [i in self.linear for i in range(len(self.shapes))]
         grads = self.of.backward_arrays(xp, operands, None, [g], need)
-        return tuple(grads[i] for i in self.linear)
+        # a backward may pass g straight on (scatter_add's x0): an output never aliases an input
+        return tuple(grads[i].copy() if xp.may_share_memory(grads[i], g) else grads[i]
+                     for i in self.linear)
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         others = list(xs[1:])

@@ -306,6 +306,11 @@ class ScatterAdd(Function):
             g1[self._part()] = g[self._where(xp, xs[1])]
         return (g if need_grads[0] else None, None, g1)
 
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """Linear in x0 and x1 together, the indices only select: LinearBackward."""
+        g0, g1 = LinearBackward(self, (0, 2))(gys[0], xs[1])
+        return [g0, None, g1]
+
 
 def scatter_add(x0: Variable, indices: Variable, x1: Variable, axis: int | None = None) -> Variable:
     """``x0`` plus ``x1`` scattered along ``axis`` (default 0) by ``indices``."""
