@@ -544,6 +544,12 @@ class _GraphModule:
         piece = _functions().slice(x, start, stop, [1] * x.ndim)
         return _wrap(piece).reshape(x.shape[:axis] + x.shape[axis + 1:])
 
+    @staticmethod
+    def tril(x, k: int = 0):
+        """The lower triangle of each matrix (the last two axes): ``x`` times a 0/1 mask."""
+        mask = np.tril(np.ones(x.shape, x.dtype), k)
+        return x * _wrap(Variable.from_numpy_array(mask))
+
     # -- constants: made from shapes only, never from data ----------------------------
     @staticmethod
     def zeros(shape, dtype=None):

@@ -139,9 +139,8 @@ class BatchCholesky(_Batched):
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         lower, g = (_t(ys[0]), _t(gys[0])) if self.upper else (ys[0], gys[0])
-        phi = xp.tril(_t(lower) @ g)
-        n = phi.shape[-1]
-        phi[:, xp.arange(n), xp.arange(n)] *= 0.5
+        m = _t(lower) @ g
+        phi = (xp.tril(m) + xp.tril(m, -1)) * 0.5  # the lower triangle, its diagonal halved
         inv = xp.linalg.inv(lower)
         s = _t(inv) @ phi @ inv
         return ((s + _t(s)) * 0.5,)
