@@ -88,6 +88,15 @@ B = rng.randn(2, 3)
 POS = rng.rand(2, 3) + 0.5
 ROW = rng.randn(1, 3)
 A_VAR = nn.Variable.from_numpy_array(A)
+ROWS = nn.Variable.from_numpy_array(np.array([2, 0]))  # an index read at each forward
+
+
+def _set_rows(a, b):
+    """``a`` with rows ROWS (but their first entry) set to ``b``, squared."""
+    y = a * 1.0
+    y[ROWS, 1:] = b
+    return y ** 2
+
 
 CASES = {
     "add2": (lambda a, b: F.add2(a, b) ** 2, [A, ROW]),
@@ -136,6 +145,11 @@ CASES = {
     "squared_error": (lambda a, b: F.squared_error(a, b) ** 2, [A, B]),
     "concatenate": (lambda a, b: F.concatenate(a, b, axis=0) ** 2, [A, ROW]),
     "slice": (lambda a: F.slice(a, (0, 0), (2, 3), (1, 2)) ** 2, [A]),
+    "get_item": (lambda a: a[[1, 0, 1], ::2] ** 3, [A]),
+    "get_item_variable_key": (lambda a: a[ROWS - 1] ** 3, [A]),
+    "get_item_mask": (lambda a: a[np.array([[True, False, True], [False, True, True]])] ** 3,
+                      [A]),
+    "set_item": (_set_rows, [rng.randn(3, 3), rng.randn(1, 2)]),
     "split": (lambda a: F.split(a, axis=1)[1] ** 3, [A]),
     "stack": (lambda a, b: F.stack(a, b, axis=1) ** 2, [A, B]),
     "pad_reflect": (lambda a: F.pad(a, (1, 2), mode="reflect") ** 2, [A]),

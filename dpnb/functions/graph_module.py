@@ -544,6 +544,12 @@ class _GraphModule:
         piece = _functions().slice(x, start, stop, [1] * x.ndim)
         return _wrap(piece).reshape(x.shape[:axis] + x.shape[axis + 1:])
 
+    @staticmethod
+    def tril(x, k: int = 0):
+        """The lower triangle of each matrix (the last two axes): ``x`` times a 0/1 mask."""
+        mask = np.tril(np.ones(x.shape, x.dtype), k)
+        return x * _wrap(Variable.from_numpy_array(mask))
+
     # -- constants: made from shapes only, never from data ----------------------------
     @staticmethod
     def zeros(shape, dtype=None):
@@ -811,7 +817,9 @@ class LinearBackward(_MadeByGrad):
                                 others) if self.of.grad_depends_on_inputs else None)
         need = [i in self.linear for i in range(len(self.shapes))]
         grads = self.of.backward_arrays(xp, operands, None, [g], need)
-        return tuple(grads[i] for i in self.linear)
+        # a backward may pass g straight on (scatter_add's x0): an output never aliases an input
+        return tuple(grads[i].copy() if xp.may_share_memory(grads[i], g) else grads[i]
+                     for i in self.linear)
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         others = list(xs[1:])

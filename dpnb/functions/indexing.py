@@ -113,6 +113,8 @@ class Gather(Function):
         gx = xp.moveaxis(gt, 1, 1 + self.axis - self.b).reshape(self.x_shape)
         return (gx, None)
 
+    backward_graph = linear_backward_graph  # linear in x; the indices only select
+
 
 def gather(x: Variable, Indices: Variable, axis: int | None = None, batch_dims: int | None = None,
            n_outputs: int = -1, outputs=None) -> Variable:
@@ -227,6 +229,18 @@ class ScatterNd(Function):
                 gout[where] = 0
         return (gdata, None, gout) if self.has_out else (gdata, None)
 
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """Its backward as functions of the indices: data's gradient is g gathered at them;
+        ``out``'s is g, less (add=False) what lands there, scattered back."""
+        g, indices = gys[0], xs[1]
+        picked = F.gather_nd(g, indices)
+        grads = [picked if need_grads[0] else None, None]
+        if self.has_out:
+            kept = g if self.add or not need_grads[2] else F.sub2(
+                g, F.scatter_nd(picked, indices, shape=self.shape))
+            grads.append(kept)
+        return grads
+
 
 def scatter_nd(data: Variable, indices, shape: Sequence[int] | None = None, out=None,
                add: bool = False) -> Variable:
@@ -291,6 +305,11 @@ class ScatterAdd(Function):
             g1 = xp.zeros(self.x1_shape, g.dtype)
             g1[self._part()] = g[self._where(xp, xs[1])]
         return (g if need_grads[0] else None, None, g1)
+
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """Linear in x0 and x1 together, the indices only select: LinearBackward."""
+        g0, g1 = LinearBackward(self, (0, 2))(gys[0], xs[1])
+        return [g0, None, g1]
 
 
 def scatter_add(x0: Variable, indices: Variable, x1: Variable, axis: int | None = None) -> Variable:

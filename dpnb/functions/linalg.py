@@ -139,9 +139,8 @@ class BatchCholesky(_Batched):
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         lower, g = (_t(ys[0]), _t(gys[0])) if self.upper else (ys[0], gys[0])
-        phi = xp.tril(_t(lower) @ g)
-        n = phi.shape[-1]
-        phi[:, xp.arange(n), xp.arange(n)] *= 0.5
+        m = _t(lower) @ g
+        phi = (xp.tril(m) + xp.tril(m, -1)) * 0.5  # the lower triangle, its diagonal halved
         inv = xp.linalg.inv(lower)
         s = _t(inv) @ phi @ inv
         return ((s + _t(s)) * 0.5,)
@@ -282,6 +281,9 @@ def matmul(a, b):
     return reshape(product, shape)
 
 
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
 def _einsum_terms(owner: "Einsum", equation: str, shapes: list) -> tuple[list[str], str]:
     """The subscripts of each operand and of the output, with ellipses written out as
     letters of their own and the implicit output (letters seen once, sorted) made explicit."""
@@ -297,8 +299,7 @@ def _einsum_terms(owner: "Einsum", equation: str, shapes: list) -> tuple[list[st
     letters = set(spec) - set(",->.")
     if not all(c.isalpha() for c in letters):
         raise owner.error(f"equation {equation!r} may hold letters, ',', '->' and '...' only")
-    spare = iter(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                 if c not in letters)
+    spare = iter(c for c in _LETTERS if c not in letters)
     ell_ndim = 0
     for term, shape in zip(terms, shapes):
         if "..." in term:
@@ -376,12 +377,42 @@ class Einsum(Function):
             grads.append(self._onto_diagonals(xp, g, term, unique).astype(xs[i].dtype, copy=False))
         return tuple(grads)
 
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """Each operand's gradient as one einsum of the output gradient and the other
+        operands, with ones for the letters only that operand has and identities onto its
+        diagonals (constants of the sizes): so it differentiates again as an einsum."""
+        def constant(array):
+            return Variable.from_numpy_array(array.astype(gys[0].dtype))
+
+        grads = []
+        for i, need in enumerate(need_grads):
+            if not need:
+                grads.append(None)
+                continue
+            spare = iter(c for c in _LETTERS if c not in self.sizes)
+            others = [j for j in range(len(xs)) if j != i]
+            terms = [self.out] + [self.terms[j] for j in others]
+            operands = [gys[0]] + [xs[j] for j in others]
+            known, seen, renamed = set("".join(terms)), set(), []
+            for c in self.terms[i]:
+                if c in seen:  # a repeated letter: its diagonal, by an identity
+                    renamed.append(next(spare))
+                    terms.append(c + renamed[-1])
+                    operands.append(constant(np.eye(self.sizes[c])))
+                    continue
+                seen.add(c)
+                renamed.append(c)
+                if c not in known:  # summed over in forward: the gradient spreads along it
+                    terms.append(c)
+                    operands.append(constant(np.ones(self.sizes[c])))
+            grads.append(F.einsum(*operands, equation=self._spec(terms, "".join(renamed))))
+        return grads
+
     def _onto_diagonals(self, xp, g, term: str, unique: str):
         """``g`` (over each letter once) placed where ``term`` repeats a letter on its diagonal."""
         if len(unique) == len(term):
-            return xp.ascontiguousarray(g)
-        spare = iter(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                     if c not in self.sizes)
+            return g.copy()  # the broadcast materialized (ascontiguousarray makes 0-d 1-d)
+        spare = iter(c for c in _LETTERS if c not in self.sizes)
         seen, renamed, eyes = set(), [], []
         for c in term:
             if c in seen:

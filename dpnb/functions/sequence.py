@@ -8,10 +8,13 @@ nnabla's: zero after the longest sequence) beside it.  The output
 lengths follow the data of each forward."""
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from ..graph import Function, Variable
 from .base import default_outputs
+from .graph_module import linear_backward_graph
 from .specs import FunctionSpec, attrs, call, none_to
 
 __all__ = ["pack_padded_sequence", "pad_packed_sequence"]
@@ -87,6 +90,8 @@ class PackPaddedSequence(Function):
         g = xp.zeros(self.padded_shape, gys[0].dtype)
         (g.swapaxes(0, 1) if self.batch_first else g)[mask] = gys[0]
         return (g, None)
+
+    backward_graph = linear_backward_graph  # linear in the padded batch; lengths only select
 
 
 def pack_padded_sequence(padded_sequence: Variable, lengths: Variable, batch_first: bool = False,
@@ -170,6 +175,13 @@ class PadPackedSequence(Function):
         mask = self._mask(xp, xs[1])
         g = gys[0].swapaxes(0, 1) if self.batch_first else gys[0]
         return (g[:mask.shape[0]][mask], None)
+
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """Linear in the packed batch but for the padding, which takes no gradient: the
+        graph backward of its twin that pads with zeros (LinearBackward)."""
+        zero_padded = copy.copy(self)
+        zero_padded.padding_value = 0.0
+        return linear_backward_graph(zero_padded, F, xs, ys, gys, need_grads)
 
 
 def pad_packed_sequence(packed_sequence: Variable, batch_sizes: Variable, batch_first: bool = False,

@@ -11,6 +11,7 @@ from ..graph import Function, Variable
 from ..ndarray import NdArray
 from . import array
 from .base import add_at, sum_to
+from .graph_module import LinearBackward, linear_backward_graph
 
 _SUBSCRIPT = ("x[key] and x[key] = value in one step, which nnabla builds from Slice, Reshape "
               "and the gathers and has no type of its own for")  # why these have no nnabla_spec
@@ -96,6 +97,8 @@ class GetItem(Function):
             add_at(xp, gx, self.key.realized(xp, indices), gys[0])
         return (gx, *[None] * len(indices))
 
+    backward_graph = linear_backward_graph  # linear in x; the key only selects
+
 
 class SetItem(Function):
     """``x`` with ``x[key] = value``; the gradient goes to ``value`` from the elements set
@@ -132,6 +135,11 @@ class SetItem(Function):
             gx[key] = 0
         gvalue = sum_to(gy[key], xs[1].shape) if need_grads[1] else None
         return (gx, gvalue, *[None] * (len(xs) - 2))
+
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """Linear in x and value together, the key only selects: LinearBackward."""
+        gx, gvalue = LinearBackward(self, (0, 1))(gys[0], *xs[2:])
+        return [gx, gvalue, *[None] * (len(xs) - 2)]
 
 
 def _values(value):
