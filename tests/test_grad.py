@@ -13,7 +13,7 @@ import dpnb.functions as F
 from dpnb.backward_functions import register, registry
 from dpnb.errors import DpnbError
 from dpnb.functions.graph_module import NoGraphGradient
-from dpnb.graph import functions_in_order
+from dpnb.graph import Function, functions_in_order
 from dpnb.testing import check_ranks
 
 
@@ -174,6 +174,9 @@ CASES = {
     "batch_inv": (lambda x: F.batch_inv(x), [rng.randn(2, 3, 3) + 3 * np.eye(3)]),
     "max_pooling_backward": (lambda g, x: F.max_pooling_backward(g, x, (2, 2)) ** 2,
                              [rng.randn(1, 1, 2, 2), rng.randn(1, 1, 4, 4)]),
+    # the recorded cases leave these out: nnabla's first-order gradients differ
+    "sort": (lambda a: F.sort(a, axis=0, reverse=True) ** 2, [A]),
+    "top_k_data_in_place": (lambda a: F.top_k_data(a, 2, abs=True, reduce=False) ** 2, [A]),
 }
 
 
@@ -181,6 +184,38 @@ CASES = {
 def test_second_derivative_against_central_differences(name):
     build, arrays = CASES[name]
     check_second_order(build, arrays)
+
+
+def test_top_k_grad_graph_filters_the_gradient_as_its_backward():
+    """Its gradient graph keeps the two largest output-gradient entries of each sample,
+    and passes its own gradient back to those entries only."""
+    x = _variables([A])[0]
+    w, v = _variables([B, rng.randn(2, 3)])
+    (g,) = nn.grad([F.top_k_grad(x, 2)], [x], grad_outputs=[w])
+    s = F.sum(g * v)
+    s.forward()
+    kept = B >= np.sort(B, axis=1)[:, 1:2]
+    np.testing.assert_allclose(g.d, B * kept)
+    w.grad.zero()
+    s.backward()
+    np.testing.assert_allclose(w.g, v.d * kept)
+
+
+WITH_ZEROS = np.array([[0.5, 0.0, 2.0, -1.5], [0.0, 1.5, 0.0, 0.5], [1.2, -0.7, 0.9, 1.1]])
+
+
+@pytest.mark.parametrize("build", [
+    lambda a: F.cumprod(a, axis=1),
+    lambda a: F.cumprod(a, axis=1, exclusive=True, reverse=True),
+    lambda a: F.prod(a, axis=1),
+    lambda a: F.sinc(a),
+    lambda a: F.max(a, axis=1) ** 3,
+], ids=["cumprod", "cumprod exclusive reverse", "prod", "sinc", "max"])
+def test_third_derivative_where_inputs_are_zero(build):
+    """The second-order check of nn.grad's gradient graph itself: third derivatives."""
+    weights = nn.Variable.from_numpy_array(
+        np.random.RandomState(2).randn(*build(nn.Variable(WITH_ZEROS.shape)).shape))
+    check_second_order(lambda a: nn.grad([F.sum(build(a) * weights)], [a])[0], [WITH_ZEROS])
 
 
 def test_categorical_cross_entropy_second_derivative():
@@ -521,10 +556,28 @@ def test_first_order_backward_is_untouched_by_grad():
     np.testing.assert_allclose(x.g, 2 * np.sin(A) * np.cos(A))
 
 
+class _WritesIntoItsGradient(Function):
+    """Twice its input; its backward writes into an array, which a graph cannot."""
+
+    no_nnabla_spec = "a test's function"
+
+    def output_specs(self, inputs):
+        return [(inputs[0].shape, inputs[0].dtype)]
+
+    def forward_arrays(self, xp, xs):
+        return (xs[0] * 2,)
+
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
+        g = xp.zeros_like(gys[0])
+        g[...] = gys[0] * 2
+        return (g,)
+
+
 def test_a_function_without_graph_backward_says_so_by_name():
     x = _variables([A])[0]
-    y = F.top_k_data(x, 2) ** 2
-    with pytest.raises(NoGraphGradient, match=r"F\.top_k_data has no second-order gradient"):
+    y = _WritesIntoItsGradient()(x) ** 2
+    with pytest.raises(NoGraphGradient, match=r"F\._WritesIntoItsGradient has no second-order "
+                                              r"gradient in dpnb yet: its backward writes"):
         nn.grad([y], [x])
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import DpnbError
 from ..graph import Function, Variable
 from .base import Reduction, base_axis_of, default_outputs, one_axis
-from .graph_module import linear_backward_graph
+from .graph_module import composite_backward_graph, linear_backward_graph, on_variables
 from .specs import Build, FunctionSpec, Params, attrs, call, ints, none_to, plain, public
 
 __all__ = ["sum", "mean", "max", "min", "prod", "norm", "cumsum", "cumprod", "sort", "top_k_data",
@@ -26,6 +26,16 @@ def _reduction_params(fn) -> Params:
 def _reduction(function: str) -> Build:
     return lambda xs, p, n: public(function)(xs[0], axis=tuple(p["axes"]),
                                              keepdims=p["keep_dims"])
+
+
+def _take_along(F, x: Variable, index: Variable, axis: int) -> Variable:
+    """``x``'s entries at ``index`` along ``axis`` (NumPy's take_along_axis) as a gather_nd,
+    whose graph backward sends gradients back to them.  The selecting functions' composites
+    pick so, at the index they compute in the graph: a re-forward with new data picks anew."""
+    grids = np.indices(index.shape, dtype=np.uint64)
+    rows = [index if d == axis % x.ndim else Variable.from_numpy_array(grids[d])
+            for d in range(x.ndim)]
+    return F.gather_nd(x, F.stack(*rows, axis=0))
 
 
 class Sum(Reduction):
@@ -115,6 +125,17 @@ class _Extremum(Reduction):
         last = tuple(range(x.ndim - len(self.axes), x.ndim))
         return (xp.moveaxis(g, last, self.axes),)
 
+    def composite(self, F, xs):
+        """The value as the element at its own index output (also the only_index output's
+        gradient, as nnabla's)."""
+        (x,) = xs
+        flat = on_variables(lambda xp, x: _axes_last(xp, x, self.axes)[1], x)
+        index = type(self)(self.axes, False, False, True)(x)
+        value = _take_along(F, flat, F.reshape(index, index.shape + (1,)), -1)
+        return F.reshape(value, self.outputs[0].shape)
+
+    backward_graph = composite_backward_graph
+
 
 def _extremum_params(fn) -> Params:
     kept = fn.outputs_kept
@@ -193,6 +214,17 @@ class Prod(Reduction):
         g = xp.where(zeros == 0, others / safe, xp.where(zero & (zeros == 1), others, 0))
         g = g * gys[0].reshape(g.shape[:-1] + (1,))
         return (_axes_back(xp, g, moved_shape, self.axes).astype(xs[0].dtype, copy=False),)
+
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """The product of the others as the exclusive running products from both ends: no
+        division, so exact where inputs are zero, and so is its own derivative."""
+        (x,), gy = xs, gys[0]
+        flat = on_variables(lambda xp, x: _axes_last(xp, x, self.axes)[1], x)
+        moved_shape = flat.shape[:-1] + tuple(x.shape[a] for a in self.axes)
+        others = (F.cumprod(flat, axis=-1, exclusive=True)
+                  * F.cumprod(flat, axis=-1, exclusive=True, reverse=True))
+        g = others * F.reshape(gy, flat.shape[:-1] + (1,))
+        return [on_variables(lambda xp, g: _axes_back(xp, g, moved_shape, self.axes), g)]
 
 
 def prod(x: Variable, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Variable:
@@ -334,6 +366,22 @@ class CumProd(_Cumulative):
         at_zero = self._suffix_sum(xp, gy * xp.cumprod(xp.where(first_zero, 1, t), axis=self.axis))
         return xp.where(first_zero, at_zero, xp.where(zero, 0, before)).astype(t.dtype, copy=False)
 
+    def composite(self, F, xs):
+        """Each output as the product of a row of an (n, n) table holding the input where
+        it takes part and 1 elsewhere: unlike the backward above traced, its graph is exact
+        where inputs are zero too, for the table's n times the memory (graph backward only)."""
+        (x,) = xs
+        n, at = x.shape[self.axis], self.axis
+        out, part = np.indices((n, n))
+        after = part - out if not self.reverse else out - part
+        taken = (after < 0) if self.exclusive else (after <= 0)
+        taken = Variable.from_numpy_array(
+            taken.astype(x.dtype).reshape((1,) * at + (n, n) + (1,) * (x.ndim - at - 1)))
+        row = F.reshape(x, x.shape[:at] + (1,) + x.shape[at:])
+        return F.prod(row * taken + (1 - taken), axis=at + 1)
+
+    backward_graph = composite_backward_graph
+
 
 def cumsum(x: Variable, axis: int | None = None, exclusive: bool = False, reverse: bool = False,
            n_outputs: int = -1, outputs=None) -> Variable:
@@ -397,6 +445,14 @@ class Sort(Function):
         inverse = xp.argsort(self._order(xp, x), axis=self.axis)
         gy = gys[0].astype(x.dtype, copy=False)
         return (xp.take_along_axis(gy, inverse, axis=self.axis),)
+
+    def composite(self, F, xs):
+        """The sorted values as the entries at its own index output (also the only_index
+        output's gradient, as nnabla's)."""
+        (x,) = xs
+        return _take_along(F, x, Sort(self.axis, self.reverse, False, True)(x), self.axis)
+
+    backward_graph = composite_backward_graph
 
 
 def sort(x: Variable, axis: int = -1, reverse: bool = False, with_index: bool = False,
@@ -482,6 +538,19 @@ class TopKData(_TopK):
         gx[rows, where] = gy if self.reduce else gy[rows, where]
         return (gx.reshape(self.in_shape),)
 
+    def composite(self, F, xs):
+        """The values at its own index output; in place, the input times their one-hot."""
+        (x,) = xs
+        flat = F.reshape(x, (self.samples, -1))
+        index = TopKData(self.k, self.abs, True, self.base_axis, self.largest, True)(x)[1]
+        index = F.reshape(index, (self.samples, self.k))
+        if self.reduce:
+            return F.reshape(_take_along(F, flat, index, 1), self.outputs[0].shape)
+        taken = F.sum(F.one_hot(F.reshape(index, index.shape + (1,)), flat.shape[1:]), axis=1)
+        return F.reshape(flat * taken, self.in_shape)
+
+    backward_graph = composite_backward_graph
+
 
 def top_k_data(x: Variable, k: int, abs: bool = False, reduce: bool = True, base_axis: int = 1,
                largest: bool = True, with_index: bool = False, n_outputs: int = -1, outputs=None):
@@ -516,6 +585,10 @@ class TopKGrad(_TopK):
         gx = xp.zeros_like(gy)
         gx[rows, where] = gy[rows, where]
         return (gx.reshape(self.in_shape),)
+
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """That filter as a function: top_k_data of the gradient, in place."""
+        return [TopKData(self.k, self.abs, False, self.base_axis, True, False)(gys[0])]
 
 
 def top_k_grad(x: Variable, k: int, abs: bool = False, base_axis: int = 1, n_outputs: int = -1,
