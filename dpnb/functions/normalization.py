@@ -992,8 +992,9 @@ def mean_subtraction(x: Variable, mean: Variable, t: Variable, base_axis: int = 
 class SpectralNorm(Function):
     """W / sigma(W), sigma the largest singular value of W seen as a matrix (rows: the
     indices of axis ``dim``), estimated by ``itr`` steps of the power iteration from the
-    left singular vector ``u``, which forward updates in place unless ``test`` (the
-    variable given, a parameter or a function's output, as nnabla does).  As in nnabla,
+    left singular vector ``u``, which forward updates in place unless ``test`` (so it
+    must be a leaf: a function's output would be recomputed from its source, losing the
+    update, which nnabla does silently).  As in nnabla,
     backward holds the singular vectors constant: d sigma / dW = u v^T."""
 
     nnabla_spec = FunctionSpec("SpectralNorm", "spectral_norm_param",
@@ -1025,6 +1026,9 @@ class SpectralNorm(Function):
             raise self.error(f"itr (power iterations) must be an int >= 1, got {self.itr!r}")
         if not self.eps > 0:
             raise self.error(f"eps must be > 0, got {self.eps!r}")
+        if not self.test and u.parent is not None:
+            raise self.error("u is updated in place with test=False, so it must be a leaf "
+                             "variable (a parameter), not the output of a function")
         self.moved_shape = (rows,) + tuple(s for a, s in enumerate(w.shape) if a != self.axis)
         outputs = [(w.shape, w.dtype)]
         if self.output_u:
