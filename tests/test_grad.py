@@ -210,7 +210,8 @@ WITH_ZEROS = np.array([[0.5, 0.0, 2.0, -1.5], [0.0, 1.5, 0.0, 0.5], [1.2, -0.7, 
     lambda a: F.prod(a, axis=1),
     lambda a: F.sinc(a),
     lambda a: F.max(a, axis=1) ** 3,
-], ids=["cumprod", "cumprod exclusive reverse", "prod", "sinc", "max"])
+    lambda a: a ** 2,
+], ids=["cumprod", "cumprod exclusive reverse", "prod", "sinc", "max", "square"])
 def test_third_derivative_where_inputs_are_zero(build):
     """The second-order check of nn.grad's gradient graph itself: third derivatives."""
     weights = nn.Variable.from_numpy_array(

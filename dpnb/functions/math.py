@@ -441,6 +441,10 @@ class PowScalar(Scalar):
         return (xs[0] ** self.val,)
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
+        """val x^(val-1); for val 0 (the last derivative of an integer power) zero, not
+        0 * x^-1, which is NaN at x = 0."""
+        if self.val == 0:
+            return (xp.zeros_like(gys[0]),)
         return (gys[0] * self.val * xs[0] ** (self.val - 1),)
 
 
