@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from nnabla_cases.functions import central_differences
 
 import dpnb as nn
 
@@ -34,16 +35,7 @@ def check_grad(build: Callable[..., "nn.Variable"], inputs: Sequence[np.ndarray]
         if not x.need_grad:
             continue
         assert x.dtype == np.float64, f"input {i} must be float64 for a gradient check"
-        numeric = np.zeros(x.shape)
-        flat = x.d.reshape(-1)
-        for j in range(flat.size):
-            old = flat[j]
-            flat[j] = old + eps
-            up = objective()
-            flat[j] = old - eps
-            down = objective()
-            flat[j] = old
-            numeric.reshape(-1)[j] = (up - down) / (2 * eps)
+        numeric = central_differences(x.d, objective, eps)
         np.testing.assert_allclose(x.g, numeric, atol=atol, rtol=rtol,
                                    err_msg=f"gradient of input {i}")
     y.forward()

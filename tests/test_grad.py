@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from nnabla_cases.functions import central_differences
 
 import dpnb as nn
 import dpnb.functions as F
@@ -70,15 +71,7 @@ def check_second_order(build, arrays, need=None, seed=0, eps=1e-6, atol=1e-6, rt
         return sum(float(np.sum(x.g * v.d)) for x, v in zip(wanted, vs))
 
     for x, expected in zip([*wanted, seed], analytic):
-        numeric = np.zeros_like(expected)
-        for i in np.ndindex(*x.shape):
-            kept = x.d[i]
-            x.d[i] = kept + eps
-            above = reference_s()
-            x.d[i] = kept - eps
-            below = reference_s()
-            x.d[i] = kept
-            numeric[i] = (above - below) / (2 * eps)
+        numeric = central_differences(x.d, reference_s, eps)
         np.testing.assert_allclose(expected, numeric, atol=atol, rtol=rtol)
 
 

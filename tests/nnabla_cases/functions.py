@@ -170,6 +170,23 @@ def run(lib, case: Case) -> dict[str, np.ndarray]:
     return result
 
 
+def central_differences(array: np.ndarray, objective: Callable[[], float],
+                        eps: float = 1e-6) -> np.ndarray:
+    """d objective / d array by central differences, moving each element of ``array``
+    (which ``objective`` reads) in place and putting it back."""
+    flat, numeric = array.reshape(-1), np.zeros(array.size)
+    assert np.shares_memory(flat, array), "the array must be contiguous to move in place"
+    for j in range(flat.size):
+        old = flat[j]
+        flat[j] = old + eps
+        up = objective()
+        flat[j] = old - eps
+        down = objective()
+        flat[j] = old
+        numeric[j] = (up - down) / (2 * eps)
+    return numeric.reshape(array.shape)
+
+
 def finite_difference_errors(lib, case: Case, eps: float = 1e-6) -> list[str]:
     """Where the analytic float64 gradients of the case differ from central differences
     (empty when they agree within the case's ``fd_atol`` and ``fd_rtol``)."""
@@ -185,16 +202,7 @@ def finite_difference_errors(lib, case: Case, eps: float = 1e-6) -> list[str]:
     analytic = [host(v.g).astype(np.float64) for _, v, _ in sources]
     errors = []
     for (label, v, source), expected in zip(sources, analytic):
-        flat, numeric = source.reshape(-1), np.zeros(v.size)
-        for j in range(flat.size):
-            old = flat[j]
-            flat[j] = old + eps
-            up = built.objective(grads)
-            flat[j] = old - eps
-            down = built.objective(grads)
-            flat[j] = old
-            numeric[j] = (up - down) / (2 * eps)
-        numeric = numeric.reshape(v.shape)
+        numeric = central_differences(source, lambda: built.objective(grads), eps)
         if not np.allclose(expected, numeric, rtol=case.fd_rtol, atol=case.fd_atol):
             worst = float(np.max(np.abs(expected - numeric)))
             errors.append(f"{label}: analytic and numeric gradients differ by up to {worst:.3g}")
@@ -252,17 +260,8 @@ def second_order_errors(lib, case: Case, eps: float = 1e-6) -> list[str]:
     analytic = [host(v.g).astype(np.float64) for _, v, _ in wrt]
     # the output gradients' values live in ``grads``, which reference_s reads
     arrays = [source for _, _, source in sources] + [g for g in grads if g is not None]
-    for (label, v, _), source, expected in zip(wrt, arrays, analytic):
-        flat, numeric = source.reshape(-1), np.zeros(v.size)
-        for j in range(flat.size):
-            old = flat[j]
-            flat[j] = old + eps
-            up = reference_s()
-            flat[j] = old - eps
-            down = reference_s()
-            flat[j] = old
-            numeric[j] = (up - down) / (2 * eps)
-        numeric = numeric.reshape(v.shape)
+    for (label, _, _), source, expected in zip(wrt, arrays, analytic):
+        numeric = central_differences(source, reference_s, eps)
         if not np.allclose(expected, numeric, rtol=case.fd_rtol, atol=case.fd_atol):
             worst = float(np.max(np.abs(expected - numeric)))
             errors.append(f"{label}: second derivative and central differences of the "
