@@ -47,7 +47,7 @@ LAYERS = {
                   "formats.network_reader", "formats.contents_writer", "formats.contents_reader",
                   "utils.nnp_graph", "utils.save", "utils.load", "utils.load_function", "utils.rnn",
                   "utils.inspection", "utils.profiler",
-                  "core", "grad", "backward_functions", "backward_function"],
+                  "core", "grad", "backward_functions", "backward_function", "_dropout_workaround"],
     "communicators": ["communicators", "utils.communicator_util"],
     "engine": ["cluster.engine"],
     "display": ["notebook.table", "notebook.plot", "notebook.progress", "notebook.labels"],
