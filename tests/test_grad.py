@@ -531,6 +531,44 @@ def test_dropout_second_order_uses_the_forwards_mask():
     np.testing.assert_allclose(g.d, 2 * m2 * x.d / (1 - p) ** 2, rtol=1e-12)
 
 
+@pytest.mark.parametrize("remap", [
+    lambda x: F.random_crop(x, (2, 3, 3), seed=3),
+    lambda x: F.random_flip(x, (2, 3), seed=3),
+    lambda x: F.random_shift(x, (0, 0, 1, 2), border_mode="constant", constant_value=0,
+                             seed=3),
+    lambda x: F.random_erase(x, prob=0.9, replacements=(-5.0, -5.0), seed=3),
+], ids=["random_crop", "random_flip", "random_shift", "random_erase"])
+def test_random_remaps_second_order_uses_each_forwards_draw(remap):
+    """f = sum(w * R(x)^2), R the remap a forward drew: nn.grad's gradient R^T(2 w R x)
+    and the derivative of <v, it>, R^T(2 w R v), against NumPy with R read off the forward
+    (the inputs are 1..n, distinct; a border reads 0, an erased pixel -5), at two forwards
+    that draw differently."""
+    x0 = np.arange(1.0, 2 * 2 * 5 * 5 + 1).reshape(2, 2, 5, 5)
+    x = _variables([x0])[0]
+    y = remap(x)
+    w = nn.Variable.from_numpy_array(np.random.RandomState(4).randn(*y.shape))
+    (g,) = nn.grad([F.sum(w * y ** 2)], [x])
+    v = np.random.RandomState(5).randn(*x0.shape)
+    s = F.sum(g * nn.Variable.from_numpy_array(v))
+    draws = []
+    for _ in range(2):
+        s.forward()
+        source = np.where(y.d >= 1, y.d, 0).astype(int).ravel() - 1  # -1: read no input
+
+        def adjoint(out):  # R^T: each output's value back onto the input it read
+            back = np.zeros(x0.size)
+            np.add.at(back, source[source >= 0], out.ravel()[source >= 0])
+            return back.reshape(x0.shape)
+
+        read_v = np.where(source >= 0, v.ravel()[source], 0).reshape(y.shape)
+        np.testing.assert_allclose(g.d, adjoint(2 * w.d * y.d * (y.d >= 1)), rtol=1e-12)
+        x.grad.zero()
+        s.backward()
+        np.testing.assert_allclose(x.g, adjoint(2 * w.d * read_v), rtol=1e-12)
+        draws.append(source)
+    assert not np.array_equal(*draws)
+
+
 def test_dropout_mask_needs_a_dropout_on_the_variable():
     from dpnb._dropout_workaround import _get_dropout_mask
     x = _variables([A])[0]
