@@ -569,6 +569,33 @@ def test_random_remaps_second_order_uses_each_forwards_draw(remap):
     assert not np.array_equal(*draws)
 
 
+def test_mean_subtraction_gradient_graph_scales_by_the_count_of_each_forward():
+    """Its gradient is nnabla's approximate one, gy (1 - 1 / (t n)), with t the batch count
+    the forward before it left: the graph reads t when it runs, at every forward."""
+    x = _variables([rng.randn(4, 3)])[0]
+    mean, t = nn.Variable.from_numpy_array(np.zeros(3)), nn.Variable.from_numpy_array(np.zeros(1))
+    y = F.mean_subtraction(x, mean, t)
+    gy = rng.randn(4, 3)
+    (g,) = nn.grad([y], [x], grad_outputs=[gy])
+    for count in (1, 2):
+        g.forward()
+        assert t.d[0] == count
+        np.testing.assert_allclose(g.d, gy * (1 - 1 / (count * 4)), rtol=1e-12)
+    # an output gradient given as a variable: the gradient graph still runs after forward
+    w = nn.Variable.from_numpy_array(gy)
+    (g,) = nn.grad([y], [x], grad_outputs=[w])
+    for count in (3, 4):
+        g.forward()
+        np.testing.assert_allclose(g.d, gy * (1 - 1 / (count * 4)), rtol=1e-12)
+
+
+def test_vat_noise_says_its_gradient_is_no_derivative():
+    x, w = _variables([A, B])
+    with pytest.raises(NoGraphGradient, match="vat_noise has no second-order gradient in dpnb: "
+                                              "its backward is a device"):
+        nn.grad([F.vat_noise(x, w)], [x])
+
+
 def test_dropout_mask_needs_a_dropout_on_the_variable():
     from dpnb._dropout_workaround import _get_dropout_mask
     x = _variables([A])[0]
