@@ -78,6 +78,28 @@ class BoundToGrad(Function):
         return [gys[0]]
 
 
+class SeedAfterOutput(Function):
+    """A gradient given as a variable, unchanged, computed after the output it weighs (read
+    for the order only): forwarding the gradients computes the outputs first, whatever
+    ``grad_outputs`` is, as nnabla's GradEndFunction orders them, so a gradient graph reads
+    what that forward drew or counted (a dropout's mask, mean_subtraction's count)."""
+
+    no_nnabla_spec = "a variable grad_output of nn.grad, ordered after its output"
+    grad_depends_on_inputs = False
+
+    def output_specs(self, inputs):
+        return [(inputs[1].shape, inputs[1].dtype)]
+
+    def forward_arrays(self, xp, xs):
+        return (xs[1].copy(),)  # a variable of its own, as F.identity's
+
+    def backward_arrays(self, xp, xs, ys, gys, need_grads):
+        return (None, gys[0])
+
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        return [None, gys[0]]
+
+
 def _as_list(values, name: str) -> list[Variable]:
     values = [values] if isinstance(values, Variable) else list(values)
     for i, v in enumerate(values):
@@ -107,7 +129,7 @@ def _seeds(outputs: list[Variable], grad_outputs) -> list[Variable]:
             raise DpnbValueError(f"nn.grad: grad_outputs[{i}] has shape {tuple(g.shape)}, but "
                                  f"output {i} has shape {o.shape}; they must be the same")
         if isinstance(g, Variable):
-            seeds.append(g)
+            seeds.append(SeedAfterOutput()(o, g))
             continue
         given = 1.0 if g is None else g.data if isinstance(g, NdArray) else g
         value = np.broadcast_to(np.asarray(given, o.dtype), o.shape).copy()  # the output's type

@@ -531,6 +531,71 @@ def test_dropout_second_order_uses_the_forwards_mask():
     np.testing.assert_allclose(g.d, 2 * m2 * x.d / (1 - p) ** 2, rtol=1e-12)
 
 
+@pytest.mark.parametrize("remap", [
+    lambda x: F.random_crop(x, (2, 3, 3), seed=3),
+    lambda x: F.random_flip(x, (2, 3), seed=3),
+    lambda x: F.random_shift(x, (0, 0, 1, 2), border_mode="constant", constant_value=0,
+                             seed=3),
+    lambda x: F.random_erase(x, prob=0.9, replacements=(-5.0, -5.0), seed=3),
+], ids=["random_crop", "random_flip", "random_shift", "random_erase"])
+def test_random_remaps_second_order_uses_each_forwards_draw(remap):
+    """f = sum(w * R(x)^2), R the remap a forward drew: nn.grad's gradient R^T(2 w R x)
+    and the derivative of <v, it>, R^T(2 w R v), against NumPy with R read off the forward
+    (the inputs are 1..n, distinct; a border reads 0, an erased pixel -5), at two forwards
+    that draw differently."""
+    x0 = np.arange(1.0, 2 * 2 * 5 * 5 + 1).reshape(2, 2, 5, 5)
+    x = _variables([x0])[0]
+    y = remap(x)
+    w = nn.Variable.from_numpy_array(np.random.RandomState(4).randn(*y.shape))
+    (g,) = nn.grad([F.sum(w * y ** 2)], [x])
+    v = np.random.RandomState(5).randn(*x0.shape)
+    s = F.sum(g * nn.Variable.from_numpy_array(v))
+    draws = []
+    for _ in range(2):
+        s.forward()
+        source = np.where(y.d >= 1, y.d, 0).astype(int).ravel() - 1  # -1: read no input
+
+        def adjoint(out):  # R^T: each output's value back onto the input it read
+            back = np.zeros(x0.size)
+            np.add.at(back, source[source >= 0], out.ravel()[source >= 0])
+            return back.reshape(x0.shape)
+
+        read_v = np.where(source >= 0, v.ravel()[source], 0).reshape(y.shape)
+        np.testing.assert_allclose(g.d, adjoint(2 * w.d * y.d * (y.d >= 1)), rtol=1e-12)
+        x.grad.zero()
+        s.backward()
+        np.testing.assert_allclose(x.g, adjoint(2 * w.d * read_v), rtol=1e-12)
+        draws.append(source)
+    assert not np.array_equal(*draws)
+
+
+def test_mean_subtraction_gradient_graph_scales_by_the_count_of_each_forward():
+    """Its gradient is nnabla's approximate one, gy (1 - 1 / (t n)), with t the batch count
+    the forward before it left: the graph reads t when it runs, at every forward."""
+    x = _variables([rng.randn(4, 3)])[0]
+    mean, t = nn.Variable.from_numpy_array(np.zeros(3)), nn.Variable.from_numpy_array(np.zeros(1))
+    y = F.mean_subtraction(x, mean, t)
+    gy = rng.randn(4, 3)
+    (g,) = nn.grad([y], [x], grad_outputs=[gy])
+    for count in (1, 2):
+        g.forward()
+        assert t.d[0] == count
+        np.testing.assert_allclose(g.d, gy * (1 - 1 / (count * 4)), rtol=1e-12)
+    # an output gradient given as a variable: the gradient graph still runs after forward
+    w = nn.Variable.from_numpy_array(gy)
+    (g,) = nn.grad([y], [x], grad_outputs=[w])
+    for count in (3, 4):
+        g.forward()
+        np.testing.assert_allclose(g.d, gy * (1 - 1 / (count * 4)), rtol=1e-12)
+
+
+def test_vat_noise_says_its_gradient_is_no_derivative():
+    x, w = _variables([A, B])
+    with pytest.raises(NoGraphGradient, match="vat_noise has no second-order gradient in dpnb: "
+                                              "its backward is a device"):
+        nn.grad([F.vat_noise(x, w)], [x])
+
+
 def test_dropout_mask_needs_a_dropout_on_the_variable():
     from dpnb._dropout_workaround import _get_dropout_mask
     x = _variables([A])[0]

@@ -823,13 +823,22 @@ class LinearBackward(_MadeByGrad):
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         others = list(xs[1:])
-        y = self.of.forward_arrays(xp, _placed_all(self, list(gys), others))[0]
+        y = _linear_map(self.of, xp, _placed_all(self, list(gys), others))[0]
         return (_writable(y), *[None] * len(others))
 
     def backward_graph(self, F, xs, ys, gys, need_grads):
         others = list(xs[1:])
         y = LinearForward(self.of, self.linear)(*_placed_all(self, list(gys), others))
         return [y, *[None] * len(others)]
+
+
+def _linear_map(of: Function, xp, xs: list) -> tuple:
+    """The map ``of``'s backward is the adjoint of, on ``xs``: its forward, or for a
+    function that draws random numbers its ``linear_map``, with the draw of its last
+    forward (a new draw would be the adjoint of another backward)."""
+    if of.draws_random_numbers:
+        return of.linear_map(xp, xs)
+    return of.forward_arrays(xp, xs)
 
 
 def _placed_all(fn, linear_values: list, other_values: list) -> list:
@@ -859,7 +868,7 @@ class LinearForward(_MadeByGrad):
         return [(self.y_shape, inputs[self.linear[0]].dtype)]
 
     def forward_arrays(self, xp, xs):
-        return (self.of.forward_arrays(xp, list(xs))[0],)
+        return (_linear_map(self.of, xp, list(xs))[0],)
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         need = [i in self.linear for i in range(len(xs))]

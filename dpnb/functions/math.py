@@ -728,6 +728,9 @@ class VATNoise(Function):
         norm = xp.sqrt((x * x).sum(axis=self.axes, keepdims=True) + 1e-8)
         return ((self.eps * x / norm).astype(x.dtype, copy=False),)
 
+    no_graph_backward = ("its backward is a device of virtual adversarial training (it writes "
+                         "eps times the output gradient into w), not a derivative to build on")
+
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         self.inputs[1].d = self.eps * gys[0]
         return tuple(xp.zeros_like(x) if need else None for x, need in zip(xs, need_grads))

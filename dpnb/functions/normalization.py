@@ -981,6 +981,18 @@ class MeanSubtraction(Function):
         gx = gys[0] * self.scale if self.update else gys[0]
         return (gx if need_grads[0] else None, None, None)
 
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """backward's scaled gradient, the scale from the count ``t`` as the forward before
+        the graph runs left it (read then, not now)."""
+        if not need_grads[0]:
+            return [None, None, None]
+        if not self.update:
+            return [gys[0], None, None]
+
+        def scaled(xp, gy, t):
+            return gy * (1 - 1 / (t.reshape(()) * self.batch))
+        return [on_variables(scaled, gys[0], xs[2]), None, None]
+
 
 def mean_subtraction(x: Variable, mean: Variable, t: Variable, base_axis: int = 1,
                      update_running_mean: bool = True) -> Variable:

@@ -15,6 +15,7 @@ from ..context import to_module
 from ..errors import DpnbError
 from ..graph import Function, Variable
 from .base import axes_of, base_axis_of, default_outputs, number_of, shape_of
+from .graph_module import linear_backward_graph
 from .specs import Export, FunctionSpec, Params, always_false, attrs, call, ints
 
 __all__ = ["dropout", "image_augmentation", "rand", "randn", "randint", "rand_binomial", "rand_beta",
@@ -606,6 +607,14 @@ class _Remap(Function):
             y = xp.where(self.valid, y, xs[0].dtype.type(self.fill))
         return (y,)
 
+    def linear_map(self, xp, xs):
+        """The last forward's remap on ``xs`` with zeros where it read no input: the map
+        whose adjoint backward is (its graph backward's, for the second order on)."""
+        y = xs[0][self.index]
+        return (y if self.valid is None else xp.where(self.valid, y, 0),)
+
+    backward_graph = linear_backward_graph  # linear but for the border, the drawn index selects
+
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         gy = gys[0] if self.valid is None else gys[0] * self.valid
         strides = np.cumprod((1,) + self.in_shape[:0:-1])[::-1]
@@ -840,6 +849,13 @@ class RandomErase(Function):
         if not self.ste_fine_grained:
             return (gys[0],)
         return (gys[0] * ~self.mask,)
+
+    def linear_map(self, xp, xs):
+        """The map whose adjoint backward is: the last forward's unerased pixels (all of
+        them, straight through, without ``ste_fine_grained``)."""
+        return ((xs[0] * ~self.mask) if self.ste_fine_grained else xs[0].copy(),)
+
+    backward_graph = linear_backward_graph  # its gradient is linear, the drawn mask selects
 
 
 def random_erase(x: Variable, prob: float = 0.5, area_ratios: Sequence[float] = (0.02, 0.4),
