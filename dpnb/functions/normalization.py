@@ -1006,8 +1006,8 @@ class SpectralNorm(Function):
     indices of axis ``dim``), estimated by ``itr`` steps of the power iteration from the
     left singular vector ``u``, which forward updates in place unless ``test`` (so it
     must be a leaf: a function's output would be recomputed from its source, losing the
-    update, which nnabla does silently).  As in nnabla,
-    backward holds the singular vectors constant: d sigma / dW = u v^T."""
+    update, which nnabla does silently).  As in nnabla, backward holds the singular
+    vectors constant: d sigma / dW = u v^T."""
 
     nnabla_spec = FunctionSpec("SpectralNorm", "spectral_norm_param",
                                ("dim", "itr", "eps", "test", "output_u"),
