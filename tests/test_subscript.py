@@ -79,6 +79,21 @@ def test_set_item_on_an_ndarray_and_on_a_leaf_in_eager_mode():
 
 
 
+@pytest.mark.parametrize("key", [([0, 0], [1, 1]), (np.array([2, 0, 2]),)], ids=repr)
+def test_a_key_that_names_an_element_twice_is_refused(key):
+    """Which of two values assigned to one element lands is undefined (NumPy promises no
+    order), and the gradient with it: an error, not a guess."""
+    y = F.mul_scalar(nn.Variable.from_numpy_array(np.zeros((3, 4))), 2.0)
+    y[key] = 1.0
+    with pytest.raises(DpnbError, match="the key names an element of the shape \\(3, 4\\) "
+                                        "array more than once"):
+        y.forward()
+    distinct = F.mul_scalar(nn.Variable.from_numpy_array(np.zeros((3, 4))), 2.0)
+    distinct[[0, 1], [1, 1]] = 1.0  # the same column, distinct elements
+    distinct.forward()
+    assert distinct.d.sum() == 2.0
+
+
 def test_a_value_that_does_not_fit_the_key_names_both():
     y = F.mul_scalar(nn.Variable((3, 4)), 2.0)
     with pytest.raises(DpnbError, match=r"SetItem: cannot set .* of an array of shape \(3, 4\) "

@@ -49,6 +49,15 @@ class _Key:
         return tuple(key)
 
 
+def _names_an_element_twice(xp, shape: tuple[int, ...], key: tuple) -> bool:
+    """Whether ``key``, where it holds integer index arrays, names an element of an array
+    of ``shape`` more than once (slices, ints and boolean masks never do)."""
+    if not any(getattr(part, "dtype", None) == np.int64 for part in key):
+        return False
+    places = xp.arange(int(np.prod(shape))).reshape(shape)[key]
+    return places.size != xp.unique(places).size
+
+
 class _Input:
     """The place of an index variable in a key: its position among the key's variables."""
 
@@ -122,8 +131,14 @@ class SetItem(Function):
 
     def forward_arrays(self, xp, xs):
         x, value, *indices = xs
+        key = self.key.realized(xp, indices)
+        if _names_an_element_twice(xp, x.shape, key):
+            raise self.error(f"the key names an element of the shape {x.shape} array more than "
+                             "once, where which value lands is undefined (NumPy promises no "
+                             "order) and its gradient with it; make the indices distinct, or "
+                             "add the values with F.scatter_add")
         y = x.copy()
-        y[self.key.realized(xp, indices)] = value
+        y[key] = value
         return (y,)
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
