@@ -6,6 +6,7 @@ binarized weight, write it (and its scale) into their ``binary_weight`` (and ``a
 inputs as nnabla does, and give the float ``weight`` the gradient of the binarized one."""
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from ..graph import Function, Variable
@@ -87,17 +88,15 @@ class _BinaryWeighted(Function):
     def output_specs(self, inputs):
         x, w, b = self._split(inputs)
         specs = self.inner.output_specs(self._inner_inputs(x, w, b))
-        if inputs[2].shape != w.shape:
-            raise self.error(f"binary_weight must have the weight's shape {w.shape}, "
-                             f"got {inputs[2].shape}")
-        if self.scaled and inputs[3].shape != self.alpha_shape(w.shape):
-            raise self.error(f"alpha must have shape {self.alpha_shape(w.shape)} (one per "
-                             f"output of the weight of shape {w.shape}), got {inputs[3].shape}")
+        # nnabla reads and writes both by their sizes, whatever their shapes
+        if inputs[2].size != w.size:
+            raise self.error(f"binary_weight must have the weight's {w.size} elements (shape "
+                             f"{w.shape}), got shape {inputs[2].shape}")
+        outputs = math.prod(self.alpha_view(w.shape))
+        if self.scaled and inputs[3].size != outputs:
+            raise self.error(f"alpha must have {outputs} elements (one per output of the "
+                             f"weight of shape {w.shape}), got shape {inputs[3].shape}")
         return specs
-
-    def alpha_shape(self, w_shape) -> tuple:
-        """alpha's shape: one per output of the weight."""
-        raise NotImplementedError
 
     def alpha_view(self, w_shape) -> tuple:
         """alpha's shape as it broadcasts against the weight (1 on the averaged axes)."""
@@ -122,7 +121,7 @@ class _BinaryWeighted(Function):
     def forward_arrays(self, xp, xs):
         x, w, b = self._split(xs)
         wb, alpha, effective = self.binarized(xp, w)
-        self.inputs[2].d = wb
+        self.inputs[2].d = wb.reshape(self.inputs[2].shape)
         if self.scaled:
             self.inputs[3].d = alpha.reshape(self.inputs[3].shape)
         return self.inner.forward_arrays(xp, self._inner_inputs(x, effective, b))
@@ -151,14 +150,11 @@ class _BinaryWeighted(Function):
 
 
 class _BinaryAffine(_BinaryWeighted):
-    """The affine kind: weight (inputs, *outputs), alpha (*outputs)."""
+    """The affine kind: weight (inputs, *outputs), alpha of one element per output."""
 
     def __init__(self, base_axis: int, quantize_zero_to: float):
         self.inner = Affine(base_axis)
         self.quantize_zero_to = float(quantize_zero_to)
-
-    def alpha_shape(self, w_shape):
-        return tuple(w_shape[1:])
 
     def alpha_view(self, w_shape):
         return (1,) + tuple(w_shape[1:])
@@ -216,15 +212,13 @@ def binary_weight_affine(x: Variable, weight: Variable, binary_weight: Variable,
 
 
 class _BinaryConvolution(_BinaryWeighted):
-    """The convolution kind (channels first): weight (OC, C/group, *kernel), alpha (OC,)."""
+    """The convolution kind (channels first): weight (OC, C/group, *kernel), alpha of OC
+    elements."""
 
     def __init__(self, base_axis: int, pad, stride, dilation, group: int,
                  quantize_zero_to: float):
         self.inner = Convolution(base_axis, pad, stride, dilation, group, False)
         self.quantize_zero_to = float(quantize_zero_to)
-
-    def alpha_shape(self, w_shape):
-        return (w_shape[0],)
 
     def alpha_view(self, w_shape):
         return (w_shape[0],) + (1,) * (len(w_shape) - 1)
