@@ -87,6 +87,7 @@ class _BinaryWeighted(Function):
 
     def output_specs(self, inputs):
         x, w, b = self._split(inputs)
+        self.inner.error = self.error  # its complaints about the inputs name this function
         specs = self.inner.output_specs(self._inner_inputs(x, w, b))
         # nnabla reads and writes both by their sizes, whatever their shapes
         if inputs[2].size != w.size:

@@ -5,6 +5,7 @@ the scope ``name`` where that is given: ``PF.convolution(x, 8, (3, 3), name="c1"
 owns ``c1/conv/W`` and ``c1/conv/b``."""
 from .activation import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
+from .binary import *  # noqa: F401,F403
 from .convolutional import *  # noqa: F401,F403
 from .embedding import *  # noqa: F401,F403
 from .linear import *  # noqa: F401,F403
