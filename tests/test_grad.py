@@ -167,6 +167,21 @@ CASES = {
     "batch_inv": (lambda x: F.batch_inv(x), [rng.randn(2, 3, 3) + 3 * np.eye(3)]),
     "max_pooling_backward": (lambda g, x: F.max_pooling_backward(g, x, (2, 2)) ** 2,
                              [rng.randn(1, 1, 2, 2), rng.randn(1, 1, 4, 4)]),
+    # straight-through (the recorded cases skip finite differences): the gradient graph
+    # must be that of what backward computes
+    "binary_tanh": (lambda a: F.binary_tanh(a), [A]),
+    "binary_sigmoid": (lambda a: F.binary_sigmoid(a), [A]),
+    "binary_connect_affine": (lambda x, w, b: F.binary_connect_affine(
+        x, w, nn.Variable(w.shape), b), [rng.randn(2, 3), rng.randn(3, 4), rng.randn(4)]),
+    "binary_weight_affine": (lambda x, w: F.binary_weight_affine(
+        x, w, nn.Variable(w.shape), nn.Variable((4,)), quantize_zero_to=0.0),
+        [rng.randn(2, 3), rng.randn(3, 4)]),
+    "binary_connect_convolution": (lambda x, w, b: F.binary_connect_convolution(
+        x, w, nn.Variable(w.shape), b, stride=(2, 1)),
+        [rng.randn(2, 1, 4, 3), rng.randn(4, 1, 2, 2), rng.randn(4)]),
+    "binary_weight_convolution": (lambda x, w: F.binary_weight_convolution(
+        x, w, nn.Variable(w.shape), nn.Variable((4,)), pad=(1, 0), group=2),
+        [rng.randn(2, 2, 3, 3), rng.randn(4, 1, 2, 2)]),
     # the recorded cases leave these out: nnabla's first-order gradients differ
     "sort": (lambda a: F.sort(a, axis=0, reverse=True) ** 2, [A]),
     "top_k_data_in_place": (lambda a: F.top_k_data(a, 2, abs=True, reduce=False) ** 2, [A]),

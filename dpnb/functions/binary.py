@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from ..graph import Function, Variable
 from .base import Unary, default_outputs
-from .graph_module import composite_backward_graph
+from .graph_module import bilinear_backward_graph, on_variables
 from .nn import Affine, Convolution
 from .specs import FunctionSpec, Params, call, ints, without_params
 
@@ -109,7 +109,9 @@ class _BinaryWeighted(Function):
 
     def binarized(self, xp, w) -> tuple:
         """(the sign of the weight, alpha or None, the weight the inner function uses)."""
-        wb = xp.where(w > 0, 1, xp.where(w < 0, -1, self.quantize_zero_to)).astype(w.dtype)
+        def mask(m):
+            return m.astype(w.dtype)
+        wb = mask(w > 0) - mask(w < 0) + self.quantize_zero_to * mask(w == 0)
         if not self.scaled:
             return wb, None, wb
         alpha = xp.abs(w).mean(axis=self.averaged_axes(w.ndim), keepdims=True)
@@ -128,26 +130,21 @@ class _BinaryWeighted(Function):
         return self.inner.forward_arrays(xp, self._inner_inputs(x, effective, b))
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
-        has_bias = len(xs) > self.bias_at
-        operands = [xs[0], self.binarized(xp, xs[1])[2]] + [None] * has_bias
-        need = [need_grads[0], need_grads[1]] + [need_grads[-1]] * has_bias
+        need = self._inner_inputs(*self._split(need_grads))
+        operands = [xs[0], self.binarized(xp, xs[1])[2]] + [None] * (len(need) - 2)  # no bias
         gx, gw, *gb = self.inner.backward_arrays(xp, operands, None, gys, need)
         return (gx, gw) + (None,) * (self.bias_at - 2) + tuple(gb)
 
-    def composite(self, F, xs):
-        """The inner function of F.sign(weight), whose gradient passes straight through,
-        times alpha as forward wrote it (a constant of the gradient)."""
-        x, w, b = self._split(xs)
-        effective = F.sign(w, self.quantize_zero_to)
-        if self.scaled:
-            effective = effective * F.reshape(xs[3], self.alpha_view(w.shape))
-        return self.inner_call(F, x, effective, b)
-
     def backward_graph(self, F, xs, ys, gys, need_grads):
-        """Its composite differentiated; binary_weight and alpha get none, as in backward."""
-        quantized = (2, 3) if self.scaled else (2,)
-        need = [n and i not in quantized for i, n in enumerate(need_grads)]
-        return composite_backward_graph(self, F, xs, ys, gys, need)
+        """Backward as a graph: the inner function's, on the weight ``binarized`` computes
+        run on variables (its sign without gradient, alpha with that of the mean |w|)."""
+        x, w, b = self._split(xs)
+        effective = on_variables(lambda xp, v: self.binarized(xp, v)[2], w)
+        inner = self.inner_call(F, x, effective, b).parent
+        need_x, need_w, need_b = self._split(need_grads)
+        gx, gw, *gb = bilinear_backward_graph(inner, F, inner.inputs, inner.outputs, gys,
+                                              self._inner_inputs(need_x, need_w, need_b))
+        return [gx, gw] + [None] * (self.bias_at - 2) + gb
 
 
 class _BinaryAffine(_BinaryWeighted):
