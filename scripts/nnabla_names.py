@@ -23,11 +23,11 @@ MODELLING = {"nnabla.functions": "F", "nnabla.parametric_functions": "PF",
 # Families of nnabla's functions that dpnb leaves out on purpose, and why.
 LEFT_OUT = {
     "binary, quantized, pruned and low-rank networks (model compression)": [
-        "fixed_point_quantize", "fixed_point_quantized_affine",
-        "fixed_point_quantized_convolution", "inq_affine", "inq_convolution", "min_max_quantize",
-        "min_max_quantized_affine", "min_max_quantized_convolution", "pow2_quantize", "pow2_quantized_affine",
-        "pow2_quantized_convolution", "prune", "pruned_affine", "pruned_convolution",
-        "quantize_linear", "dequantize_linear", "svd_affine", "svd_convolution",
+        "fixed_point_quantized_affine", "fixed_point_quantized_convolution", "inq_affine",
+        "inq_convolution", "min_max_quantized_affine",
+        "min_max_quantized_convolution", "pow2_quantized_affine",
+        "pow2_quantized_convolution", "pruned_affine", "pruned_convolution",
+        "svd_affine", "svd_convolution",
         "cpd3_convolution"],
     "object detection": ["nms_detection2d", "onnx_non_max_suppression", "roi_align"],
     "Fourier transforms": ["fft", "ifft", "stft", "istft"],

@@ -18,6 +18,7 @@ from .math import *  # noqa: F401,F403
 from .nn import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .pooling import *  # noqa: F401,F403
+from .quantization import *  # noqa: F401,F403
 from .recurrent import *  # noqa: F401,F403
 from .reduction import *  # noqa: F401,F403
 from .sequence import *  # noqa: F401,F403
