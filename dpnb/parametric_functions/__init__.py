@@ -10,6 +10,7 @@ from .convolutional import *  # noqa: F401,F403
 from .embedding import *  # noqa: F401,F403
 from .linear import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
+from .quantization import *  # noqa: F401,F403
 from .recurrent import *  # noqa: F401,F403
 # nnabla's PF module also offers these to the programs that import them from it.
 from ..initializer import (ConstantInitializer, NormalInitializer,  # noqa: F401,E402
