@@ -26,23 +26,6 @@ def _flag(owner, name: str, value) -> bool:
     return bool(value)
 
 
-class _UpdatesInputs(Function):
-    """A function whose forward updates some inputs in place: those given to ``forward``
-    (nnabla's tests call it on variables other than the graph's), else the graph's."""
-
-    _given = None
-
-    def forward(self, inputs, outputs):
-        self._given = inputs
-        try:
-            super().forward(inputs, outputs)
-        finally:
-            self._given = None
-
-    def _update(self, i: int, value) -> None:
-        (self._given or self.inputs)[i].d = value
-
-
 # -- pruning -----------------------------------------------------------------------
 
 class Prune(Unary):
@@ -216,7 +199,7 @@ class NudgedRange(Function):
         return _nudged_range(xp, *xs)[:2]
 
 
-class MinMaxQuantize(_UpdatesInputs):
+class MinMaxQuantize(Function):
     """x saturated to [qr_min, qr_max] nudged (see ``_nudged_range``) and rounded to one of
     the levels ql_min .. ql_max between.  Forward first sets qr_min and qr_max in place to
     x's min and max (``x_min_max``), or their moving average too (``ema``), then widens
@@ -257,8 +240,8 @@ class MinMaxQuantize(_UpdatesInputs):
             qr_min, qr_max = x_min.astype(qr_min.dtype), x_max.astype(qr_max.dtype)
         qr_max = xp.where(qr_max - qr_min < self.eps, qr_min + self.eps, qr_max)
         qr_max = qr_max.astype(qr_min.dtype)
-        self._update(1, qr_min)
-        self._update(2, qr_max)
+        self.update_input(1, qr_min)
+        self.update_input(2, qr_max)
         low, high, scale = _nudged_range(xp, qr_min, qr_max, ql_min, ql_max)
         y = _round_half_away(xp, (xp.clip(x, low, high) - low) / scale) * scale + low
         return (y.astype(x.dtype),)
@@ -320,7 +303,7 @@ def _scaled_shapes(fn: Function, inputs) -> list:
     return [(x.shape, x.dtype)]
 
 
-class QuantizeLinear(_UpdatesInputs):
+class QuantizeLinear(Function):
     """round(x / scale) + zero_point saturated to the integer type's range (less its
     least value with ``narrow_range``), held as floats.  Forward rounds and saturates
     zero_point itself in place first, as nnabla's; its gradient is gy / scale."""
@@ -351,7 +334,7 @@ class QuantizeLinear(_UpdatesInputs):
     def forward_arrays(self, xp, xs):
         x, scale, zero_point = xs
         zero_point = xp.clip(self._rounded(xp, zero_point), self.low, self.high)
-        self._update(2, zero_point.astype(xs[2].dtype))
+        self.update_input(2, zero_point.astype(xs[2].dtype))
         y = xp.clip(self._rounded(xp, x / scale) + zero_point, self.low, self.high)
         return (y.astype(x.dtype),)
 

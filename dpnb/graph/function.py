@@ -59,6 +59,7 @@ class Function(FunctionNode):
     updated_inputs: tuple[int, ...] = ()  # inputs forward updates in place (running statistics)
     keeps_inputs = False           # True: forward never frees its inputs (F.sink's results)
     output_views_input = False     # True: the output is a view of the input (in-place reshape)
+    _given_inputs = None           # the variables an explicit forward(inputs, outputs) runs on
 
     inputs: list[Variable]
     context: Context
@@ -117,14 +118,25 @@ class Function(FunctionNode):
                 y.reset_shape(shape, force=True)
 
     def forward(self, inputs: Sequence[Variable], outputs: Sequence[Variable]) -> None:
-        """Compute ``outputs``' data from ``inputs``' data (they keep their arrays)."""
+        """Compute ``outputs``' data from ``inputs``' data (they keep their arrays); an
+        input this function updates is updated in ``inputs`` (``update_input``)."""
         self._check_outputs(outputs, len(self.outputs))
         xp = self.xp
         xs = [to_module(x.data.data, xp) for x in inputs]
-        for y, array in zip(outputs, self.forward_arrays(xp, xs)):
+        self._given_inputs = inputs
+        try:
+            computed = self.forward_arrays(xp, xs)
+        finally:
+            self._given_inputs = None
+        for y, array in zip(outputs, computed):
             if any(xp.may_share_memory(array, x) for x in xs):
                 array = array.copy()  # an output never aliases an input its caller rewrites
             y.data.take(to_module(array, y.data.xp), self)
+
+    def update_input(self, i: int, value) -> None:
+        """Write ``value`` into input ``i`` (a running statistic, a range): of the variables
+        given to ``forward`` where it runs so (nnabla's tests do), else of the graph."""
+        (self._given_inputs or self.inputs)[i].d = value
 
     def backward(self, inputs: Sequence[Variable], outputs: Sequence[Variable],
                  accum: Sequence[bool] | None = None) -> None:
