@@ -342,18 +342,37 @@ def stateful_network(v):
             F.transpose(x, (0, 2, 3, 1)), F.transpose(x, (0, 2, 3, 1)) * 0.5, patch=(2, 1),
             shift=(1, 1), padding=(1, 0, 1, 1), channel_last=True),
         "bool_scatter": F.bool_scatter(F.reshape(a, (12,)), F.greater_scalar(v["dst"], 0.0)),
+        "binary_activations": F.binary_sigmoid(a - 1.0) + F.binary_tanh(1.0 - a),
+        "binary_affines": (F.binary_connect_affine(a, v["bw"], v["bwb"], v["bb"])
+                           + F.binary_weight_affine(a, v["bw"], v["bwb"], v["balpha"])),
+        "binary_convolutions": (
+            F.binary_connect_convolution(x, v["cw"], v["cwb"], pad=(1, 1), stride=(2, 2))
+            + F.binary_weight_convolution(x, v["cw"], v["cwb"], v["calpha"], pad=(1, 1),
+                                          stride=(2, 2))),
+        "quantized": (F.prune(a, 0.5) + F.fixed_point_quantize(a, n=4, delta=0.25)
+                      + F.pow2_quantize(a, n=4, m=1)
+                      + F.min_max_quantize(a, v["qr_min"], v["qr_max"], v["ql_min"],
+                                           v["ql_max"], x_min_max=True)),
+        "linear_quantized": F.dequantize_linear(
+            F.quantize_linear(a, v["scale"], v["zero_point"]), v["scale"], v["zero_point"]),
     }
+
+
+# The shapes of stateful_network's inputs.
+STATEFUL_INPUTS = {"x": (2, 3, 4, 4), "a": (2, 6), "pos": (2, 6), "mean": (6,), "t": (1,),
+                   "w": (4, 6), "u": (4,), "dst": (2, 6), "bw": (6, 3), "bwb": (6, 3),
+                   "bb": (3,), "balpha": (3,), "cw": (2, 3, 2, 2), "cwb": (2, 3, 2, 2),
+                   "calpha": (2,), "qr_min": (1, 1), "qr_max": (1, 1), "ql_min": (1, 1),
+                   "ql_max": (1, 1), "scale": (1, 1), "zero_point": (1, 1)}
 
 
 def test_every_new_function_round_trips(tmp_path, rng):
     contents, values = RECORD.functions_contents(nn, F)
     outputs = dict(contents["networks"][0]["outputs"])
     inputs = {name: (v, values[name]) for name, v in contents["networks"][0]["names"].items()}
-    stateful = {"x": (2, 3, 4, 4), "a": (2, 6), "pos": (2, 6), "mean": (6,), "t": (1,),
-                "w": (4, 6), "u": (4,), "dst": (2, 6)}
-    for name, shape in stateful.items():
+    for name, shape in STATEFUL_INPUTS.items():
         inputs[f"s_{name}"] = (nn.Variable(shape), rng.uniform(0.5, 1.5, shape))
-    outputs.update(stateful_network({name: inputs[f"s_{name}"][0] for name in stateful}))
+    outputs.update(stateful_network({name: inputs[f"s_{name}"][0] for name in STATEFUL_INPUTS}))
     expected, got, _ = round_trip(tmp_path, outputs, inputs, "functions.nnp",
                                   variable_batch_size=False)
     # The file's outputs are also the results no function reads (GRU's h ...), unnamed.
@@ -391,10 +410,8 @@ def test_every_spec_is_written_by_some_test_network(rng):
     whose inputs a file cannot hold, checked below)."""
     x, t = nn.Variable((2, 2, 6, 6)), nn.Variable((2, 1))
     contents, _ = RECORD.functions_contents(nn, F)
-    shapes = {"x": (2, 3, 4, 4), "a": (2, 6), "pos": (2, 6), "mean": (6,), "t": (1,),
-              "w": (4, 6), "u": (4,), "dst": (2, 6)}
     outputs = [*every_function(x, t).values(), *contents["networks"][0]["outputs"].values(),
-               *stateful_network({k: nn.Variable(s) for k, s in shapes.items()}).values()]
+               *stateful_network({k: nn.Variable(s) for k, s in STATEFUL_INPUTS.items()}).values()]
     written = {spec_of_function(fn).type_name for v in outputs for fn in _functions(v)}
     written |= {spec_of_function(y.parent).type_name for y in data_dependent_functions()}
     assert set(exported_types()) - written == {"SyncBatchNormalization"}
