@@ -34,7 +34,6 @@ LEFT_OUT = {
     "warping by grids, flows and kernels": ["affine_grid", "warp_by_flow", "warp_by_grid",
                                             "adaptive_separable_convolution"],
     "deformable convolution": ["deformable_convolution"],
-    "nnabla's internal helpers": ["BatchNormalizationInOutAdapter"],
 }
 
 

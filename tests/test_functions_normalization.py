@@ -448,3 +448,37 @@ def test_batch_stat_false_without_running_statistics_is_a_value_error():
     x = nn.Variable((2, 3, 4))
     with pytest.raises(ValueError, match="batch_stat=False normalizes with the running mean"):
         F.batch_normalization(x, None, None, None, None, batch_stat=False)
+
+
+def test_batch_normalization_in_out_adapter_flattens_the_kept_axes_last(rng):
+    """nnabla's adapter: reduced axes first, the kept ones (1 and 3) flattened into the last
+    axis; inv restores the input's layout; a one-axis batch normalization over the adapted
+    input normalizes over the reduced axes of the original."""
+    x = nn.Variable.from_numpy_array(rng.randn(2, 3, 4, 5))
+    adapter = F.BatchNormalizationInOutAdapter(4, [1, 3])
+    y = adapter(x)
+    y.forward()
+    np.testing.assert_array_equal(y.d, x.d.transpose(0, 2, 1, 3).reshape(2, 4, 15))
+    assert adapter.transposed_shape == (2, 4, 3, 5)
+    back = adapter.inv(y)
+    back.forward()
+    np.testing.assert_array_equal(back.d, x.d)
+
+    normalized = adapter.inv(F.batch_normalization(y, None, None, None, None, axes=[2]))
+    normalized.forward()
+    mean = x.d.mean(axis=(0, 2), keepdims=True)
+    var = x.d.var(axis=(0, 2), keepdims=True)
+    np.testing.assert_allclose(normalized.d, (x.d - mean) / np.sqrt(var + 1e-5), rtol=1e-6)
+
+
+def test_batch_normalization_in_out_adapter_errors():
+    with pytest.raises(DpnbError, match="not one alone"):
+        F.BatchNormalizationInOutAdapter(4, [1])
+    with pytest.raises(DpnbError, match="distinct axes"):
+        F.BatchNormalizationInOutAdapter(3, [1, 3])
+    adapter = F.BatchNormalizationInOutAdapter(4, [1, 3])
+    with pytest.raises(DpnbError, match="call the adapter on an input first"):
+        adapter.inv(nn.Variable((2, 4, 15)))
+    adapter(nn.Variable((2, 3, 4, 5)))
+    with pytest.raises(DpnbError, match=r"transposed shape is \(2, 4, 3, 5\), got \(2, 4, 3, 6\)"):
+        adapter(nn.Variable((2, 3, 4, 6)))

@@ -8,13 +8,14 @@ import numpy as np
 
 from ..errors import DpnbError, DpnbValueError
 from ..graph import Function, Variable
+from .array import reshape, transpose
 from .base import (argument_error, axes_of, base_axis_of, default_outputs, kept_axes,
                    one_axis, sum_to, workspace)
 from .graph_module import composite_backward_graph, on_variables
 from .specs import FunctionSpec, Params, attrs, call, ints
 
-__all__ = ["batch_normalization", "fused_batch_normalization", "group_normalization",
-           "instance_normalization", "layer_normalization", "mean_subtraction",
+__all__ = ["BatchNormalizationInOutAdapter", "batch_normalization", "fused_batch_normalization",
+           "group_normalization", "instance_normalization", "layer_normalization", "mean_subtraction",
            "norm_normalization", "spectral_norm", "sync_batch_normalization",
            "tensor_normalization", "weight_normalization", "weight_standardization"]
 
@@ -430,6 +431,45 @@ def _output_count(owner: str, n_outputs: int | None, output_stat: bool) -> None:
     if n_outputs is not None and n_outputs != implied:
         raise argument_error(owner, f"n_outputs={n_outputs!r} disagrees with output_stat="
                                     f"{output_stat} ({implied} output(s)); leave n_outputs None")
+
+
+class BatchNormalizationInOutAdapter:
+    """nnabla's adapter for normalizing over several kept axes with a one-axis function: it
+    moves the reduced axes first and flattens the kept ones into one last axis
+    (``__call__``), and restores the layout of a result (``inv``).  Each instance serves
+    inputs of one shape: the first call fixes it."""
+
+    def __init__(self, ndim: int, axes: Sequence[int]):
+        axes = [int(a) for a in axes]
+        if len(axes) == 1 or any(not 0 <= a < ndim for a in axes) or len(set(axes)) < len(axes):
+            raise DpnbValueError(
+                f"BatchNormalizationInOutAdapter: axes must be distinct axes of an array of "
+                f"{ndim} dimensions, and not one alone (one kept axis needs no adapter), got "
+                f"{axes}")
+        self.ndim, self.axes = ndim, axes
+        self.outer_axes = sorted(set(range(ndim)) - set(axes))
+        self.transpose_axes = self.outer_axes + sorted(axes)
+        self.inv_transpose_axes = np.argsort(self.transpose_axes).tolist()
+        self.transposed_shape: tuple[int, ...] | None = None
+
+    def __call__(self, x: Variable) -> Variable:
+        """``x`` as (reduced axes..., product of the kept axes)."""
+        transposed = transpose(x, self.transpose_axes)
+        if self.transposed_shape not in (None, transposed.shape):
+            raise DpnbValueError(
+                f"BatchNormalizationInOutAdapter: it adapts inputs whose transposed shape is "
+                f"{self.transposed_shape}, got {transposed.shape}; make one adapter per shape")
+        self.transposed_shape = transposed.shape
+        outer = len(self.outer_axes)
+        return reshape(transposed, [*transposed.shape[:outer],
+                                    int(np.prod(transposed.shape[outer:], dtype=np.int64))])
+
+    def inv(self, y: Variable) -> Variable:
+        """A result of the adapted shape back in the layout of the input."""
+        if self.transposed_shape is None:
+            raise DpnbValueError("BatchNormalizationInOutAdapter.inv: call the adapter on an "
+                                 "input first; its shape is what inv restores")
+        return transpose(reshape(y, self.transposed_shape), self.inv_transpose_axes)
 
 
 def batch_normalization(x: Variable, beta: Variable | None, gamma: Variable | None,
