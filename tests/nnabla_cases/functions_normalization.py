@@ -20,6 +20,13 @@ RUNNING = (True, False, False)  # x has a gradient; the running mean and count d
 VECTOR = (True, False)  # spectral norm's w has a gradient; the singular vector u does not
 
 
+def adapted_batch_normalization(lib, x, beta, gamma):
+    """Batch normalization keeping axes 1 and 3, through nnabla's adapter: a one-axis
+    batch normalization of the adapted input, then back to the input's layout."""
+    adapter = lib.F.BatchNormalizationInOutAdapter(4, [1, 3])
+    return adapter.inv(lib.F.batch_normalization(adapter(x), beta, gamma, None, None, axes=[2]))
+
+
 CASES = [
     # Batch normalization; running statistics are updated in place with batch_stat.
     Case("PF.batch_normalization", lambda lib, x: lib.PF.batch_normalization(x), (u(4, 3, 2),)),
@@ -240,4 +247,6 @@ CASES = [
          fd=False),
     Case("PF.spectral_norm test", lambda lib, w: lib.PF.spectral_norm(w, test=True),
          (u(3, 4),), grad=False),
+    Case("BatchNormalizationInOutAdapter around batch_normalization axes 1 3",
+         adapted_batch_normalization, (u(2, 3, 4, 5), u(1, 1, 15), u(1, 1, 15))),
 ]
