@@ -1,3 +1,5 @@
+import itertools
+
 import numpy as np
 import pytest
 from conftest import requires_gpu
@@ -184,6 +186,45 @@ def test_convolution_stride_1_gradients_match_col2im(rng, options):
     x_columns = geo.columns(np, x)
     np.testing.assert_allclose(gw, np.matmul(grouped, x_columns.swapaxes(-1, -2)).sum(axis=0)
                                .reshape(w.shape), rtol=1e-12, atol=1e-12)
+
+
+def reference_convolution_nd(x, w, pad, stride, dilation):
+    """Any number of spatial axes, group 1: the sum over kernel offsets of each offset's
+    strided window of the padded input times that offset's weight."""
+    x = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in pad])
+    out = [(n - d * (k - 1) - 1) // s + 1
+           for n, k, s, d in zip(x.shape[2:], w.shape[2:], stride, dilation)]
+    y = 0
+    for offset in itertools.product(*(range(k) for k in w.shape[2:])):
+        window = tuple(slice(o * d, o * d + s * (n - 1) + 1, s)
+                       for o, d, s, n in zip(offset, dilation, stride, out))
+        y = y + np.einsum("bc...,oc->bo...", x[(Ellipsis,) + window], w[(Ellipsis,) + offset])
+    return y
+
+
+# Strided, with more channels than output columns: these take channel-minor columns.
+CHANNEL_MINOR_CASES = [
+    ((2, 6, 9), (5, 6, 4), dict(pad=(1,), stride=(2,))),
+    ((2, 6, 8, 8), (3, 6, 4, 4), dict(pad=(1, 1), stride=(2, 2))),
+    ((2, 5, 7, 6), (4, 5, 3, 2), dict(pad=(2, 1), stride=(3, 2), dilation=(2, 1))),
+    ((1, 4, 5, 4, 4), (2, 4, 2, 3, 2), dict(pad=(0, 1, 1), stride=(1, 2, 2))),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, options", CHANNEL_MINOR_CASES)
+def test_strided_convolution_over_many_channels(rng, x_shape, w_shape, options):
+    """Values against the reference and both gradients by finite differences, forward and
+    as deconvolution (its forward is the convolution's input gradient)."""
+    x, w = rng.randn(*x_shape), rng.randn(*w_shape)
+    n = len(x_shape) - 2
+    options = {"dilation": (1,) * n, **options}
+    y = F.convolution(nn.Variable.from_numpy_array(x), nn.Variable.from_numpy_array(w),
+                      **options)
+    assert y.parent.geometry.minor_patches is not None
+    y.forward()
+    np.testing.assert_allclose(y.d, reference_convolution_nd(x, w, **options), rtol=1e-10)
+    check_grad(lambda x, w: F.convolution(x, w, **options), [x, w])
+    check_grad(lambda z, w: F.deconvolution(z, w, **options), [rng.randn(*y.shape), w])
 
 
 def test_convolution_results_do_not_alias_the_column_buffer(rng):

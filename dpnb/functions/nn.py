@@ -120,6 +120,53 @@ class _Patches:
         return columns.reshape(self.matrix_shape)
 
 
+def _windows(kernel, dilation, stride, out_size):
+    """Each kernel offset with the window of the padded input it meets, a slice per
+    spatial axis: where im2col reads from and col2im adds to."""
+    for offset in itertools.product(*(range(k) for k in kernel)):
+        yield offset, tuple(slice(o * d, o * d + s * (n - 1) + 1, s)
+                            for o, d, s, n in zip(offset, dilation, stride, out_size))
+
+
+class _ChannelMinorPatches:
+    """im2col and col2im with the channel axis minor, for input (B, C, *size): columns
+    (B * prod(out_size), prod(kernel) * C), gathered from a zero-padded channels-last copy.
+
+    Their copies and sums move runs of C elements where the channel-first ones move
+    output rows, which a stride leaves a few elements long; and the products over them
+    are one matrix product for the whole batch, not one a sample."""
+
+    def __init__(self, shape, kernel, pad, stride, dilation, out_size):
+        (b, c), size = shape[:2], tuple(shape[2:])
+        self.kernel, self.stride, self.dilation, self.out_size = kernel, stride, dilation, out_size
+        self.padded_shape = (b,) + tuple(n + 2 * p for n, p in zip(size, pad)) + (c,)
+        self.inner = (slice(None),) + tuple(slice(p, p + n) for p, n in zip(pad, size))
+        self.to_last = (0, *range(2, len(shape)), 1)
+        self.to_first = (0, len(shape) - 1, *range(1, len(shape) - 1))
+        self.shape = (b,) + tuple(out_size) + tuple(kernel) + (c,)
+        self.matrix_shape = (b * math.prod(out_size), math.prod(kernel) * c)
+
+    def __call__(self, xp, x):
+        """The columns of channel-first ``x``, in the workspace."""
+        padded = xp.zeros(self.padded_shape, x.dtype)
+        padded[self.inner] = x.transpose(self.to_last)
+        s_b, *s_space, s_c = padded.strides
+        strides = ((s_b,) + tuple(s * t for s, t in zip(s_space, self.stride))
+                   + tuple(s * d for s, d in zip(s_space, self.dilation)) + (s_c,))
+        columns = workspace(xp, self.shape, x.dtype)
+        columns[...] = xp.lib.stride_tricks.as_strided(padded, shape=self.shape, strides=strides)
+        return columns.reshape(self.matrix_shape)
+
+    def add_to_image(self, xp, columns):
+        """col2im: the channel-first (B, C, *size) sum of ``columns`` over kernel offsets."""
+        columns = columns.reshape(self.shape)
+        image = xp.zeros(self.padded_shape, columns.dtype)
+        spatial = (slice(None),) * (1 + len(self.out_size))
+        for offset, window in _windows(self.kernel, self.dilation, self.stride, self.out_size):
+            image[(slice(None),) + window] += columns[spatial + offset]
+        return xp.ascontiguousarray(image[self.inner].transpose(self.to_first))
+
+
 class _Geometry:
     """One channel-first convolution of fixed shapes: input (B, C, *size), weight
     (OC, C/group, *kernel), output (B, OC, *out_size), by im2col and batched matmul.
@@ -139,6 +186,12 @@ class _Geometry:
                           and not any(pad))
         self.unit_stride = all(s == 1 for s in stride)
         self.x_patches = _Patches(self.x_shape, group, kernel, pad, stride, dilation, out_size)
+        # A strided convolution over more channels than its output rows are long is
+        # faster through channel-minor columns (see _ChannelMinorPatches).
+        self.minor_patches = (_ChannelMinorPatches(self.x_shape, kernel, pad, stride, dilation,
+                                                   out_size)
+                              if not self.unit_stride and group == 1
+                              and channels >= self.out_size[-1] else None)
         if self.unit_stride and not self.pointwise:
             # For stride 1 the input gradient is a convolution of gy padded by d (k - 1) - p;
             # a pad beyond the kernel's reach leaves border outputs that see only zeros:
@@ -184,14 +237,20 @@ class _Geometry:
         columns = columns.reshape((b, c) + self.kernel + self.out_size)
         padded = tuple(n + 2 * p for n, p in zip(self.size, self.pad))
         image = xp.zeros((b, c) + padded, columns.dtype)
-        for offset in itertools.product(*(range(k) for k in self.kernel)):
-            window = tuple(slice(o * d, o * d + s * (n - 1) + 1, s) for o, d, s, n in zip(
-                offset, self.dilation, self.stride, self.out_size))
+        for offset, window in _windows(self.kernel, self.dilation, self.stride, self.out_size):
             image[(Ellipsis,) + window] += columns[(slice(None), slice(None)) + offset]
         return image[(Ellipsis,) + tuple(slice(p, p + n) for p, n in zip(self.pad, self.size))]
 
+    def channel_minor_weight(self, w):
+        """The weight as (OC, prod(kernel) * C), the layout of channel-minor columns."""
+        return w.transpose(0, *range(2, w.ndim), 1).reshape(self.out_channels, -1)
+
     def apply(self, xp, x, w):
         """The convolution of ``x`` with ``w``: (B, OC, *out_size)."""
+        if self.minor_patches is not None:
+            y = self.minor_patches(xp, x.reshape(self.x_shape)) @ self.channel_minor_weight(w).T
+            y = y.reshape(self.batch, -1, self.out_channels).transpose(0, 2, 1)
+            return xp.ascontiguousarray(y).reshape((self.batch, self.out_channels) + self.out_size)
         y = xp.matmul(self.weight_matrix(w), self.columns(xp, x))
         return y.reshape((self.batch, self.out_channels) + self.out_size)
 
@@ -199,14 +258,27 @@ class _Geometry:
         return gy.reshape(self.batch, self.group, self.out_channels // self.group, -1)
 
     def weight_grad(self, xp, x, gy):
-        """The weight's gradient: per-sample products summed over the batch (no transposed
-        copy of the columns)."""
+        """The weight's gradient: one product over the batch of channel-minor columns, or
+        per-sample products summed over the batch (no transposed copy of the columns)."""
+        if self.minor_patches is not None:
+            columns = self.minor_patches(xp, x.reshape(self.x_shape))
+            gy_rows = gy.reshape(self.batch, self.out_channels, -1).transpose(1, 0, 2)
+            gw = gy_rows.reshape(self.out_channels, -1) @ columns
+            gw = gw.reshape((self.out_channels,) + self.kernel + (self.channels,))
+            return xp.ascontiguousarray(gw.transpose(0, gw.ndim - 1, *range(1, gw.ndim - 1)))
         columns = self.columns(xp, x)
         gw = xp.matmul(self._grouped(gy), columns.swapaxes(-1, -2)).sum(axis=0)
         return gw.reshape(self.w_shape)
 
     def input_grad(self, xp, w, gy):
         """The input's gradient (B, C, *size), by col2im, or for stride 1 as a convolution."""
+        if self.minor_patches is not None:
+            gy_rows = gy.reshape(self.batch, self.out_channels, -1).transpose(0, 2, 1)
+            w_rows = self.channel_minor_weight(w)
+            columns = workspace(xp, (gy_rows.shape[0] * gy_rows.shape[1], w_rows.shape[1]),
+                                gy.dtype)
+            xp.matmul(gy_rows.reshape(-1, self.out_channels), w_rows, out=columns)
+            return self.minor_patches.add_to_image(xp, columns)
         gy = self._grouped(gy)
         if self.unit_stride and not self.pointwise:
             return xp.matmul(self.flip(w), self.output_grad_columns(xp, gy)).reshape(self.x_shape)
