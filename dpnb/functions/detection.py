@@ -133,6 +133,8 @@ def _visiting_order(scores: np.ndarray, counted: np.ndarray) -> np.ndarray:
 
 # -- overlaps -----------------------------------------------------------------------
 
+_ROWS = 1 << 22  # overlaps computed at once, to bound memory
+
 def _pairwise_iou(lo_x, hi_x, lo_y, hi_y, w, h, rows=None) -> np.ndarray:
     """The intersection over union of boxes ``rows`` (default: all) with every box, as
     nnabla computes it in the boxes' float type (0 where they do not overlap); each box
@@ -160,17 +162,25 @@ def _corner_extents(boxes: np.ndarray) -> tuple:
     return lo_x, hi_x, lo_y, hi_y, hi_x - lo_x, hi_y - lo_y
 
 
-def _greedy_survivors(extents: tuple, threshold) -> np.ndarray:
+def _greedy_survivors(extents: tuple, threshold, limit: int = 0) -> np.ndarray:
     """Which of the boxes (in visiting order) survive greedy suppression: each survivor
-    removes the later boxes that overlap it by more than ``threshold``."""
+    removes the later boxes that overlap it by more than ``threshold``; past ``limit``
+    survivors (0: no limit) the rest count as removed.  The overlaps with later boxes come
+    in blocks of rows, and only rows that overlap a later box are visited."""
     n = extents[0].shape[0]
     alive = np.ones(n, bool)
-    if n < 2:
-        return alive
-    over = _pairwise_iou(*extents) > threshold
-    for p in range(n - 1):
-        if alive[p]:
-            alive[p + 1:] &= ~over[p, p + 1:]
+    step = max(1, min(256, _ROWS // max(1, n)))
+    for start in range(0, n - 1, step):
+        rows = np.arange(start, min(n, start + step))
+        later = [e[start:] for e in extents]
+        over = (_pairwise_iou(*later, rows=rows - start) > threshold) \
+            & (np.arange(start, n) > rows[:, None])
+        for r in np.flatnonzero(over.any(axis=1)):
+            if alive[rows[r]]:
+                alive[start:] &= ~over[r]
+        if limit and alive[:rows[-1] + 1].sum() >= limit:
+            alive[rows[-1] + 1:] = False
+            break
     return alive
 
 
@@ -181,9 +191,6 @@ def _flag(owner: str, name: str, value) -> bool:
 
 
 # -- YOLO-style detections ------------------------------------------------------------
-
-_ROWS = 1 << 22  # overlaps computed at once by the objectness mode, to bound memory
-
 
 class NmsDetection2d(Function):
     """Detections (B, N, 5 + C) of (x, y, w, h, objectness, class probabilities): the
@@ -226,7 +233,8 @@ class NmsDetection2d(Function):
 
     def _per_class(self, y: np.ndarray) -> None:
         """Greedy suppression of each class's scores in ``y`` (N, 5 + C), in place."""
-        for k in range(5, y.shape[1]):
+        crowded = np.flatnonzero((y[:, 5:] != 0).sum(axis=0) > 1)  # others suppress none
+        for k in crowded + 5:
             scores = y[:, k]
             order = _visiting_order(scores, scores != 0)
             candidates = order[scores[order] != 0]
@@ -315,7 +323,8 @@ class ONNXNonMaxSuppression(Function):
                 order = _visiting_order(s, kept)
                 candidates = order[kept[order]]
                 extents = extents_of(boxes[b, candidates])
-                chosen = candidates[_greedy_survivors(extents, np.float32(self.iou_threshold))]
+                chosen = candidates[_greedy_survivors(extents, np.float32(self.iou_threshold),
+                                                      limit)]
                 rows += [(b, k, i) for i in chosen[:limit].tolist()]
         return np.array(rows, np.uint64).reshape(len(rows), 3)
 
