@@ -4,7 +4,7 @@ RoI Align (``roi_align``), as nnabla 1.39's CPU functions compute them.
 
 Suppression is sequential and data-dependent, so it runs on the host (NumPy) whatever
 the context, in the input's float type as nnabla's kernels do, with the pairwise
-overlaps of each batch and class computed at once.  Boxes are visited in the order
+overlaps computed a block of boxes at a time.  Boxes are visited in the order
 libstdc++'s ``std::sort`` leaves them (nnabla sorts with it, and it is not stable), so
 equal scores resolve as in nnabla; the NMS functions have no gradient.  RoI Align is
 linear in its input: per box a matrix over the rows times the image times a matrix over
