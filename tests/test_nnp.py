@@ -355,6 +355,10 @@ def stateful_network(v):
                                            v["ql_max"], x_min_max=True)),
         "linear_quantized": F.dequantize_linear(
             F.quantize_linear(a, v["scale"], v["zero_point"]), v["scale"], v["zero_point"]),
+        "detections": F.nms_detection2d(v["det"] - 1.0, thresh=0.1, nms=0.3, nms_per_class=False),
+        "onnx_nms": F.onnx_non_max_suppression(v["boxes"] - 1.0, v["scores"] - 0.5, 1, 2, 0.2,
+                                               0.1),
+        "roi_align": F.roi_align(x, v["rois"], (2, 3), (1.5, 1.0), 2),
     }
 
 
@@ -363,7 +367,8 @@ STATEFUL_INPUTS = {"x": (2, 3, 4, 4), "a": (2, 6), "pos": (2, 6), "mean": (6,), 
                    "w": (4, 6), "u": (4,), "dst": (2, 6), "bw": (6, 3), "bwb": (6, 3),
                    "bb": (3,), "balpha": (3,), "cw": (2, 3, 2, 2), "cwb": (2, 3, 2, 2),
                    "calpha": (2,), "qr_min": (1, 1), "qr_max": (1, 1), "ql_min": (1, 1),
-                   "ql_max": (1, 1), "scale": (1, 1), "zero_point": (1, 1)}
+                   "ql_max": (1, 1), "scale": (1, 1), "zero_point": (1, 1), "det": (2, 5, 7),
+                   "boxes": (2, 5, 4), "scores": (2, 3, 5), "rois": (3, 5)}
 
 
 def test_every_new_function_round_trips(tmp_path, rng):
