@@ -116,8 +116,9 @@ class _Bilinear:
 
 
 class _CornerRows(Function):
-    """The rows of the bilinear corners of the samples (integers: no gradient), for the
-    graph form of deformable convolution's backward."""
+    """The rows of the bilinear corners of the samples and the whole parts of their
+    positions (h and w floored, (B, dg, P, K)), as constants of the offsets (no
+    gradient): a part of deformable convolution's graph form."""
 
     no_nnabla_spec = "a part of deformable convolution's graph backward"
     differentiable = False
@@ -126,10 +127,13 @@ class _CornerRows(Function):
         self.grid = grid
 
     def output_specs(self, inputs):
-        return [((4, self.grid.batch * self.grid.dg * self.grid.p * self.grid.k), np.int64)]
+        grid = self.grid
+        return [((4, grid.batch * grid.dg * grid.p * grid.k), np.int64),
+                *[((grid.batch, grid.dg, grid.p, grid.k), inputs[0].dtype)] * 2]
 
     def forward_arrays(self, xp, xs):
-        return (self.grid.rows(xp, *self.grid.positions(xp, xs[0])),)
+        h, w = self.grid.positions(xp, xs[0])
+        return self.grid.rows(xp, h, w), xp.floor(h), xp.floor(w)
 
 
 # -- deformable convolution ------------------------------------------------------------
@@ -371,12 +375,13 @@ class DeformableConvolution(Function):
                 (b, dg, k) + tuple(r.stop for r in grid.reach), (1, 1, 1) + grid.stride),
                 (0, 1, 3, 4, 2)), (b, dg, p, k))
             inside = inside * m
-        lh, lw = h - F.floor(h), wpos - F.floor(wpos)
+        rows, h_floor, w_floor = _CornerRows(grid)(offset)
+        lh, lw = h - h_floor, wpos - w_floor  # F.floor's gradient is 1 (nnabla's), not 0
         weights = [(1 - lh) * (1 - lw), (1 - lh) * lw, lh * (1 - lw), lh * lw]
         weights = F.reshape(F.stack(*[wt * inside for wt in weights], axis=0), (4, -1, 1))
         image = F.pad(F.reshape(x, (b, dg, c // dg, grid.height, grid.width)), (1, 1, 1, 1))
         image = F.reshape(F.transpose(image, (0, 1, 3, 4, 2)), (-1, c // dg))
-        corners = F.gather(image, _CornerRows(grid)(offset), axis=0)
+        corners = F.gather(image, rows, axis=0)
         columns = F.reshape(F.sum(corners * F.broadcast(weights, corners.shape), axis=0),
                             (b, dg, p, k, c // dg))
         columns = F.reshape(F.transpose(columns, (0, 2, 3, 1, 4)), (b, p, k, g, c // g))
