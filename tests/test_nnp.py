@@ -355,6 +355,11 @@ def stateful_network(v):
                                            v["ql_max"], x_min_max=True)),
         "linear_quantized": F.dequantize_linear(
             F.quantize_linear(a, v["scale"], v["zero_point"]), v["scale"], v["zero_point"]),
+        "deformable": (F.deformable_convolution(x, v["dw"], v["doff"], v["dmask"], v["db"],
+                                                pad=(1, 1))
+                       + F.deformable_convolution(x, v["dw"], v["doff"], None, v["db"],
+                                                  pad=(1, 1))),
+        "adaptive_separable": F.adaptive_separable_convolution(x, v["kv"], v["kh"]),
     }
 
 
@@ -363,7 +368,9 @@ STATEFUL_INPUTS = {"x": (2, 3, 4, 4), "a": (2, 6), "pos": (2, 6), "mean": (6,), 
                    "w": (4, 6), "u": (4,), "dst": (2, 6), "bw": (6, 3), "bwb": (6, 3),
                    "bb": (3,), "balpha": (3,), "cw": (2, 3, 2, 2), "cwb": (2, 3, 2, 2),
                    "calpha": (2,), "qr_min": (1, 1), "qr_max": (1, 1), "ql_min": (1, 1),
-                   "ql_max": (1, 1), "scale": (1, 1), "zero_point": (1, 1)}
+                   "ql_max": (1, 1), "scale": (1, 1), "zero_point": (1, 1), "dw": (2, 3, 3, 3),
+                   "doff": (2, 18, 4, 4), "dmask": (2, 9, 4, 4), "db": (2,), "kv": (2, 2, 3, 3),
+                   "kh": (2, 2, 3, 3)}
 
 
 def test_every_new_function_round_trips(tmp_path, rng):
