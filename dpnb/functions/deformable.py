@@ -474,7 +474,7 @@ class AdaptiveSeparableConvolution(Function):
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         x, kv, kh = xs
         gy = gys[0]
-        (oh, ow), kvn, khn = self.out, kv.shape[1], kh.shape[1]
+        oh, ow = self.out
         gx = xp.zeros(x.shape, gy.dtype) if need_grads[0] else None
         gkv = xp.zeros(kv.shape, gy.dtype) if need_grads[1] else None
         gkh = xp.zeros(kh.shape, gy.dtype) if need_grads[2] else None
