@@ -286,10 +286,13 @@ class DeformableConvolution(Function):
         """The deformable im2col: the corners' rows weighted and summed, (B, dg, P, K, C/dg),
         and the four corners themselves."""
         grid = self.grid
-        corners = [image.take(r, axis=0) for r in rows]
         shape = (grid.batch, grid.dg, grid.p, grid.k, -1)
-        columns = sum(c.reshape(shape) * wt[..., None] for c, wt in zip(corners, weights))
-        return columns, [c.reshape(shape) for c in corners]
+        corners = [image.take(r, axis=0).reshape(shape) for r in rows]
+        columns = corners[0] * weights[0][..., None]
+        term = xp.empty_like(columns)
+        for c, wt in zip(corners[1:], weights[1:]):
+            columns += xp.multiply(c, wt[..., None], out=term)
+        return columns, corners
 
     def forward_arrays(self, xp, xs):
         grid = self.grid
@@ -346,9 +349,13 @@ class DeformableConvolution(Function):
         into its row of the padded image, then the padding dropped."""
         grid, cdg = self.grid, image_shape[1]
         image = xp.zeros(image_shape, gcolumns.dtype)
-        flat, lanes = image.reshape(-1), xp.arange(cdg)
-        for r, wt in zip(rows, weights):
-            _add_rows(xp, flat, r, lanes, (gcolumns * wt[..., None]).reshape(-1, cdg))
+        flat = image.reshape(-1)
+        # one flat index (NumPy's fast add.at) for the top-left corners; the other corners
+        # lie a fixed number of rows further, so they add into views of the image shifted so
+        index = (rows[0][:, None] * cdg + xp.arange(cdg)).reshape(-1)
+        wp = grid.padded[1]
+        for shift, wt in zip((0, 1, wp, wp + 1), weights):
+            add_at(xp, flat[shift * cdg:], index, (gcolumns * wt[..., None]).reshape(-1))
         return grid.image_back(image)
 
     # -- the same as a graph, for the graph backward --------------------------------------
@@ -398,12 +405,6 @@ class DeformableConvolution(Function):
     def backward_graph(self, F, xs, ys, gys, need_grads):
         """The composite differentiated (its first-order gradient is backward_arrays')."""
         return composite_backward_graph(self, F, xs, ys, gys, need_grads)
-
-
-def _add_rows(xp, flat, rows, lanes, values) -> None:
-    """``image[rows] += values`` on the image's flat view, repeated rows adding up (the
-    flat index makes NumPy's ``add.at`` take its fast path)."""
-    add_at(xp, flat, (rows[:, None] * lanes.size + lanes).reshape(-1), values.reshape(-1))
 
 
 def deformable_convolution(x: Variable, weight: Variable, offset: Variable,
