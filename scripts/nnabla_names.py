@@ -30,9 +30,7 @@ LEFT_OUT = {
         "svd_affine", "svd_convolution",
         "cpd3_convolution"],
     "Fourier transforms": ["fft", "ifft", "stft", "istft"],
-    "warping by grids, flows and kernels": ["affine_grid", "warp_by_flow", "warp_by_grid",
-                                            "adaptive_separable_convolution"],
-    "deformable convolution": ["deformable_convolution"],
+    "warping by grids and flows": ["affine_grid", "warp_by_flow", "warp_by_grid"],
 }
 
 

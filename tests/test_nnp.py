@@ -359,6 +359,11 @@ def stateful_network(v):
         "onnx_nms": F.onnx_non_max_suppression(v["boxes"] - 1.0, v["scores"] - 0.5, 1, 2, 0.2,
                                                0.1),
         "roi_align": F.roi_align(x, v["rois"], (2, 3), (1.5, 1.0), 2),
+        "deformable": (F.deformable_convolution(x, v["dw"], v["doff"], v["dmask"], v["db"],
+                                                pad=(1, 1))
+                       + F.deformable_convolution(x, v["dw"], v["doff"], None, v["db"],
+                                                  pad=(1, 1))),
+        "adaptive_separable": F.adaptive_separable_convolution(x, v["kv"], v["kh"]),
     }
 
 
@@ -367,8 +372,10 @@ STATEFUL_INPUTS = {"x": (2, 3, 4, 4), "a": (2, 6), "pos": (2, 6), "mean": (6,), 
                    "w": (4, 6), "u": (4,), "dst": (2, 6), "bw": (6, 3), "bwb": (6, 3),
                    "bb": (3,), "balpha": (3,), "cw": (2, 3, 2, 2), "cwb": (2, 3, 2, 2),
                    "calpha": (2,), "qr_min": (1, 1), "qr_max": (1, 1), "ql_min": (1, 1),
-                   "ql_max": (1, 1), "scale": (1, 1), "zero_point": (1, 1), "det": (2, 5, 7),
-                   "boxes": (2, 5, 4), "scores": (2, 3, 5), "rois": (3, 5)}
+                   "ql_max": (1, 1), "scale": (1, 1), "zero_point": (1, 1),
+                   "det": (2, 5, 7), "boxes": (2, 5, 4), "scores": (2, 3, 5), "rois": (3, 5),
+                   "dw": (2, 3, 3, 3), "doff": (2, 18, 4, 4), "dmask": (2, 9, 4, 4), "db": (2,),
+                   "kv": (2, 2, 3, 3), "kh": (2, 2, 3, 3)}
 
 
 def test_every_new_function_round_trips(tmp_path, rng):

@@ -13,7 +13,8 @@ from ..graph import Variable
 from ..initializer import UniformInitializer, calc_uniform_lim_glorot
 from ._common import check_input, scope, weight_and_bias
 
-__all__ = ["convolution", "deconvolution", "depthwise_convolution", "depthwise_deconvolution"]
+__all__ = ["convolution", "deconvolution", "depthwise_convolution", "depthwise_deconvolution",
+           "deformable_convolution"]
 
 Init = Callable | np.ndarray | None
 
@@ -52,6 +53,32 @@ def convolution(inp: Variable, outmaps: int, kernel: Sequence[int], pad=None, st
         w, b = weight_and_bias("convolution", (outmaps,) + filter_shape, (outmaps,), w_init,
                                 b_init, fix_parameters, with_bias, apply_w, apply_b)
         return F.convolution(inp, w, b, base_axis, pad, stride, dilation, group, channel_last)
+
+
+def deformable_convolution(inp: Variable, outmaps: int, kernel: Sequence[int], offset: Variable,
+                           mask: Variable | None = None, pad=None, stride=None, dilation=None,
+                           group: int = 1, deformable_group: int = 1, channel_last: bool = False,
+                           w_init: Init = None, b_init: Init = None, base_axis: int = 1,
+                           fix_parameters: bool = False,
+                           rng: np.random.RandomState | None = None, with_bias: bool = True,
+                           apply_w: Callable | None = None, apply_b: Callable | None = None,
+                           name: str | None = None) -> Variable:
+    """2-D deformable convolution layer (DCNv2 with ``mask``): parameters
+    ``deformable_conv/W`` (outmaps, inmaps/group, *kernel) and ``deformable_conv/b``
+    (outmaps), Glorot-uniform and zero by default; ``offset`` and ``mask`` come from
+    another layer."""
+    with scope(name, "deformable_conv"):
+        kernel = int_tuple("PF.deformable_convolution", "kernel", kernel, None, 1, 1)
+        inmaps = _channels("deformable_convolution", inp, kernel, base_axis, channel_last)
+        outmaps = int(outmaps)
+        _check_group("deformable_convolution", inmaps, outmaps, group)
+        filter_shape = kernel + (inmaps // group,) if channel_last else (inmaps // group,) + kernel
+        if w_init is None:
+            w_init = UniformInitializer(calc_uniform_lim_glorot(inmaps, outmaps, kernel), rng=rng)
+        w, b = weight_and_bias("deformable_convolution", (outmaps,) + filter_shape, (outmaps,),
+                               w_init, b_init, fix_parameters, with_bias, apply_w, apply_b)
+        return F.deformable_convolution(inp, w, offset, mask, b, base_axis, pad, stride,
+                                        dilation, group, deformable_group, channel_last)
 
 
 def deconvolution(inp: Variable, outmaps: int, kernel: Sequence[int], pad=None, stride=None,
