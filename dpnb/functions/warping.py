@@ -6,7 +6,7 @@ its pixels moved by a flow, bilinearly with clamped indices), as nnabla's.
 warp_by_grid and warp_by_flow share one sampler: every sampled point reads the
 source at the 2^d corners around it (one for nearest), each with a weight; the source is
 read as rows of channels (``take`` of whole rows) and the data gradient is summed back
-with one weighted ``bincount`` per channel (on NumPy; rows added with ``add_at`` on
+with one 1-D ``add.at`` per channel (on NumPy; whole rows added with ``add_at`` on
 CuPy).  Their gradients are those of the forward with the corners' indices held fixed,
 as nnabla's; the graph backward (second order) differentiates the same computation
 built from dpnb functions."""
@@ -94,24 +94,27 @@ def _sample(xp, rows, axes: list[_Axis], corners: list[_Corner]):
     return out
 
 
-def _scatter(xp, gy_rows, axes: list[_Axis], corners: list[_Corner], n_rows: int):
-    """The adjoint of ``_sample``: each point's gradient (B * N, C) added into the corners
-    it read, weighted: (B * N_in, C)."""
-    rows = xp.concatenate([c.row for c in corners])
-    weights = xp.concatenate([_weight(axes, c) for c in corners]).astype(gy_rows.dtype)
-    channels = gy_rows.shape[1]
-    if not hasattr(xp.add, "at"):  # CuPy: atomic adds of whole rows
-        g = xp.zeros((n_rows, channels), gy_rows.dtype)
-        add_at(xp, g, rows, xp.tile(gy_rows, (len(corners), 1)) * weights[:, None])
+def _scatter(xp, gy_channels, axes: list[_Axis], corners: list[_Corner], targets,
+             channel_stride: int, size: int):
+    """The adjoint of ``_sample``: each point's gradient, channel by channel (C, B, N),
+    added into the corners it read, weighted, straight into the flat gradient of the
+    source (``size`` elements): corner row r of channel c lands at ``targets[r] + c *
+    channel_stride``, so no transpose follows."""
+    rows = targets[xp.concatenate([c.row for c in corners])]
+    weights = xp.concatenate([_weight(axes, c) for c in corners]).astype(gy_channels.dtype)
+    channels, k = gy_channels.shape[0], len(corners)
+    g = xp.zeros(size, gy_channels.dtype)
+    if not hasattr(xp.add, "at"):  # CuPy: atomic adds, all channels in one call
+        values = weights.reshape(1, k, -1) * gy_channels.reshape(channels, 1, -1)
+        at = rows.reshape(1, -1) + (xp.arange(channels) * channel_stride).reshape(-1, 1)
+        add_at(xp, g, at.reshape(-1), values.reshape(-1))
         return g
-    # NumPy: one weighted bincount per channel beats add.at several times over
-    g = xp.empty((channels, n_rows), gy_rows.dtype)
-    by_channel = xp.ascontiguousarray(gy_rows.T)
-    k = len(corners)
+    # NumPy: one add.at per channel, on 1-D float32 (its fast path), beats bincount (float64)
+    # and add.at of whole rows several times over
     for c in range(channels):
-        values = (weights.reshape(k, -1) * by_channel[c]).reshape(-1)
-        g[c] = xp.bincount(rows, values, minlength=n_rows)
-    return g.T
+        values = weights.reshape(k, -1) * gy_channels[c].reshape(1, -1)
+        add_at(xp, g[c * channel_stride:], rows, values.reshape(-1))
+    return g
 
 
 def _position_grads(xp, rows, gy_rows, axes: list[_Axis], corners: list[_Corner]) -> list:
@@ -156,11 +159,9 @@ class _Warp(Function):
         self.channels = x_shape[-1] if self.channel_last else x_shape[1]
         self.in_spatial = tuple(x_shape[1:-1] if self.channel_last else x_shape[2:])
         self.out_spatial = tuple(out_spatial)
-        self.out_shape = ((self.batch,) + self.out_spatial + (self.channels,)
-                          if self.channel_last else
-                          (self.batch, self.channels) + self.out_spatial)
+        self.out_shape = self._shape(self.out_spatial)
 
-    def _rows(self, xp, a, spatial):
+    def _rows(self, xp, a):
         """An image (channels first or last) as rows of channels: (B * prod(spatial), C)."""
         if self.channel_last:
             return a.reshape(-1, self.channels)
@@ -170,15 +171,34 @@ class _Warp(Function):
     def _image(self, xp, rows, spatial):
         """Rows of channels back to an image of the input's layout."""
         if self.channel_last:
-            return rows.reshape((self.batch,) + tuple(spatial) + (self.channels,))
+            return rows.reshape(self._shape(spatial))
         moved = rows.reshape(self.batch, -1, self.channels).transpose(0, 2, 1)
-        return xp.ascontiguousarray(moved).reshape(
-            (self.batch, self.channels) + tuple(spatial))
+        return xp.ascontiguousarray(moved).reshape(self._shape(spatial))
+
+    def _channels(self, a):
+        """An image seen channel by channel: (C, B, prod(spatial)), a view."""
+        if self.channel_last:
+            return a.reshape(self.batch, -1, self.channels).transpose(2, 0, 1)
+        return a.reshape(self.batch, self.channels, -1).transpose(1, 0, 2)
+
+    def _targets(self, xp) -> tuple:
+        """Where the source's rows (b, i) lie in its flat array, the stride between its
+        channels there, and its size: ``_scatter``'s layout."""
+        n = math.prod(self.in_spatial)
+        rows = xp.arange(self.batch * n)
+        if self.channel_last:
+            return rows * self.channels, 1, rows.size * self.channels
+        return (rows // n) * (self.channels * n) + rows % n, n, rows.size * self.channels
+
+    def _shape(self, spatial):
+        if self.channel_last:
+            return (self.batch,) + tuple(spatial) + (self.channels,)
+        return (self.batch, self.channels) + tuple(spatial)
 
     def forward_arrays(self, xp, xs):
         x, where = xs
         axes = self.axes(xp, where)
-        rows = self._rows(xp, x, self.in_spatial)
+        rows = self._rows(xp, x)
         out = _sample(xp, rows, axes, _corners(xp, axes))
         return (self._image(xp, out.astype(x.dtype, copy=False), self.out_spatial),)
 
@@ -186,14 +206,14 @@ class _Warp(Function):
         x, where = xs
         axes = self.axes(xp, where)
         corners = _corners(xp, axes)
-        gy_rows = self._rows(xp, gys[0], self.out_spatial)
+        gy = gys[0]
         gx = g_where = None
         if need_grads[0]:
-            n_rows = self.batch * math.prod(self.in_spatial)
-            gx = self._image(xp, _scatter(xp, gy_rows, axes, corners, n_rows),
-                             self.in_spatial).astype(x.dtype, copy=False)
+            gx = _scatter(xp, self._channels(gy), axes, corners, *self._targets(xp))
+            gx = gx.reshape(x.shape).astype(x.dtype, copy=False)
         if need_grads[1]:
-            rows = self._rows(xp, x, self.in_spatial)
+            gy_rows = self._rows(xp, gy)
+            rows = self._rows(xp, x)
             grads = _position_grads(xp, rows, gy_rows, axes, corners)
             g_where = self.coordinate_grad(xp, grads, where).astype(where.dtype, copy=False)
         return (gx, g_where)
