@@ -31,8 +31,7 @@ LEFT_OUT = {
         "cpd3_convolution"],
     "object detection": ["nms_detection2d", "onnx_non_max_suppression", "roi_align"],
     "Fourier transforms": ["fft", "ifft", "stft", "istft"],
-    "warping by grids, flows and kernels": ["affine_grid", "warp_by_flow", "warp_by_grid",
-                                            "adaptive_separable_convolution"],
+    "warping by kernels": ["adaptive_separable_convolution"],
     "deformable convolution": ["deformable_convolution"],
     "nnabla's internal helpers": ["BatchNormalizationInOutAdapter"],
 }
