@@ -30,7 +30,6 @@ LEFT_OUT = {
         "svd_affine", "svd_convolution",
         "cpd3_convolution"],
     "Fourier transforms": ["fft", "ifft", "stft", "istft"],
-    "warping by grids and flows": ["affine_grid", "warp_by_flow", "warp_by_grid"],
 }
 
 

@@ -364,6 +364,10 @@ def stateful_network(v):
                        + F.deformable_convolution(x, v["dw"], v["doff"], None, v["db"],
                                                   pad=(1, 1))),
         "adaptive_separable": F.adaptive_separable_convolution(x, v["kv"], v["kh"]),
+        "warped": (F.warp_by_grid(x, F.affine_grid(v["theta"], (3, 2)), "linear", "reflect", True)
+                   + F.warp_by_grid(x, F.affine_grid(v["theta"], [3, 2], True), "nearest",
+                                    "repeat")),
+        "flowed": F.warp_by_flow(x, v["flow"]),
     }
 
 
@@ -375,7 +379,7 @@ STATEFUL_INPUTS = {"x": (2, 3, 4, 4), "a": (2, 6), "pos": (2, 6), "mean": (6,), 
                    "ql_max": (1, 1), "scale": (1, 1), "zero_point": (1, 1),
                    "det": (2, 5, 7), "boxes": (2, 5, 4), "scores": (2, 3, 5), "rois": (3, 5),
                    "dw": (2, 3, 3, 3), "doff": (2, 18, 4, 4), "dmask": (2, 9, 4, 4), "db": (2,),
-                   "kv": (2, 2, 3, 3), "kh": (2, 2, 3, 3)}
+                   "kv": (2, 2, 3, 3), "kh": (2, 2, 3, 3), "theta": (2, 2, 3), "flow": (2, 2, 4, 4)}
 
 
 def test_every_new_function_round_trips(tmp_path, rng):

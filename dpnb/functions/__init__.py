@@ -25,6 +25,7 @@ from .recurrent import *  # noqa: F401,F403
 from .reduction import *  # noqa: F401,F403
 from .sequence import *  # noqa: F401,F403
 from .stochastic import *  # noqa: F401,F403
+from .warping import *  # noqa: F401,F403
 # nnabla's functions module also offers these.
 from ..context import get_current_context  # noqa: E402,F401
 from ..context import with_current_context as function_api  # noqa: E402,F401
