@@ -9,8 +9,8 @@ from .activation import *  # noqa: F401,F403
 from .array import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
 from .binary import *  # noqa: F401,F403
-from .detection import *  # noqa: F401,F403
 from .deformable import *  # noqa: F401,F403
+from .detection import *  # noqa: F401,F403
 from .elementary import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
