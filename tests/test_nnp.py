@@ -355,6 +355,11 @@ def stateful_network(v):
                                            v["ql_max"], x_min_max=True)),
         "linear_quantized": F.dequantize_linear(
             F.quantize_linear(a, v["scale"], v["zero_point"]), v["scale"], v["zero_point"]),
+        "inq_affine": F.inq_affine(a, v["iw"], v["iind"], v["bb"], num_bits=3,
+                                   inq_iterations=(0, 2), selection_algorithm="largest_abs"),
+        "inq_convolution": F.inq_convolution(x, v["icw"], v["icind"], pad=(1, 1), group=1,
+                                             inq_iterations=(0,), seed=4,
+                                             selection_algorithm="random"),
     }
 
 
@@ -363,7 +368,8 @@ STATEFUL_INPUTS = {"x": (2, 3, 4, 4), "a": (2, 6), "pos": (2, 6), "mean": (6,), 
                    "w": (4, 6), "u": (4,), "dst": (2, 6), "bw": (6, 3), "bwb": (6, 3),
                    "bb": (3,), "balpha": (3,), "cw": (2, 3, 2, 2), "cwb": (2, 3, 2, 2),
                    "calpha": (2,), "qr_min": (1, 1), "qr_max": (1, 1), "ql_min": (1, 1),
-                   "ql_max": (1, 1), "scale": (1, 1), "zero_point": (1, 1)}
+                   "ql_max": (1, 1), "scale": (1, 1), "zero_point": (1, 1),
+                   "iw": (6, 3), "iind": (6, 3), "icw": (2, 3, 2, 2), "icind": (2, 3, 2, 2)}
 
 
 def test_every_new_function_round_trips(tmp_path, rng):
