@@ -498,3 +498,20 @@ def test_broadcast_that_moves_the_batch_axis_is_refused(tmp_path):
     with pytest.raises(DpnbError, match=r"Broadcast gives shape \[3, 2\].*variable_batch_size"):
         save(str(tmp_path / "b.nntxt"), {"networks": [{"name": "n", "outputs": {"y": y},
                                                        "names": {"x": x}}]})
+
+
+def test_svd_affine_network_round_trips_through_nnp(tmp_path, rng):
+    """As nnabla-examples compress a classifier: low-rank affines (U, V from the SVD of a
+    seeded weight) saved to .nnp with their parameters and loaded into a fresh scope give
+    the same outputs, and the file holds nnabla's parameter names."""
+    x = nn.Variable((2, 1, 6, 6))
+    h = F.relu(PF.svd_affine(x, 16, 4, rng=np.random.RandomState(1), name="fc1"))
+    y = PF.svd_affine(h, 3, 2, rng=np.random.RandomState(2), name="fc2")
+    expected, got, _ = round_trip(tmp_path, {"y": y}, {"x": (x, rng.normal(0, 1, x.shape))},
+                                  "svd.nnp")
+    np.testing.assert_allclose(got["y"], expected["y"], rtol=1e-6, atol=1e-6)
+    with nn.parameter_scope("loaded"):
+        loaded = nn.get_parameters()
+    assert sorted(loaded) == [f"fc{i}/svd_affine/{p}" for i in (1, 2) for p in "UVb"]
+    assert loaded["fc1/svd_affine/U"].shape == (36, 4)
+    assert loaded["fc1/svd_affine/V"].shape == (4, 16)
