@@ -241,12 +241,17 @@ class NdArray:
     def take(self, array, producer: object) -> None:
         """Bind a function's result (no copy where the type agrees; ``producer``
         names the function in errors): it must have this shape; it is cast to this
-        dtype, and a NumPy scalar becomes a 0-d array."""
+        dtype, and a NumPy scalar becomes a 0-d array.  A view into flat storage (a
+        parameter a function computes into) is written in place instead."""
         if array.shape != self._shape:
             raise DpnbError(f"{producer} computed shape {tuple(array.shape)} but declared "
                             f"{self._shape}; this is a bug in dpnb, please report it")
         if isinstance(array, np.generic):  # NumPy reductions return scalars
             array = np.asarray(array)
+        if self._pinned and self._array is not None:
+            self._array[...] = array
+            self._zeroing = False
+            return
         self._array = array if array.dtype == self._dtype else array.astype(self._dtype)
         self._freed_by = ""
         self._zeroing = False

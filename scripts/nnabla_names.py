@@ -22,13 +22,6 @@ MODELLING = {"nnabla.functions": "F", "nnabla.parametric_functions": "PF",
              "nnabla.solvers": "S", "nnabla.initializer": "I"}
 # Families of nnabla's functions that dpnb leaves out on purpose, and why.
 LEFT_OUT = {
-    "binary, quantized, pruned and low-rank networks (model compression)": [
-        "fixed_point_quantized_affine", "fixed_point_quantized_convolution", "inq_affine",
-        "inq_convolution", "min_max_quantized_affine",
-        "min_max_quantized_convolution", "pow2_quantized_affine",
-        "pow2_quantized_convolution", "pruned_affine", "pruned_convolution",
-        "svd_affine", "svd_convolution",
-        "cpd3_convolution"],
     "Fourier transforms": ["fft", "ifft", "stft", "istft"],
 }
 

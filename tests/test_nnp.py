@@ -368,6 +368,11 @@ def stateful_network(v):
                    + F.warp_by_grid(x, F.affine_grid(v["theta"], [3, 2], True), "nearest",
                                     "repeat")),
         "flowed": F.warp_by_flow(x, v["flow"]),
+        "inq_affine": F.inq_affine(a, v["iw"], v["iind"], v["bb"], num_bits=3,
+                                   inq_iterations=(0, 2), selection_algorithm="largest_abs"),
+        "inq_convolution": F.inq_convolution(x, v["icw"], v["icind"], pad=(1, 1), group=1,
+                                             inq_iterations=(0,), seed=4,
+                                             selection_algorithm="random"),
     }
 
 
@@ -379,7 +384,8 @@ STATEFUL_INPUTS = {"x": (2, 3, 4, 4), "a": (2, 6), "pos": (2, 6), "mean": (6,), 
                    "ql_max": (1, 1), "scale": (1, 1), "zero_point": (1, 1),
                    "det": (2, 5, 7), "boxes": (2, 5, 4), "scores": (2, 3, 5), "rois": (3, 5),
                    "dw": (2, 3, 3, 3), "doff": (2, 18, 4, 4), "dmask": (2, 9, 4, 4), "db": (2,),
-                   "kv": (2, 2, 3, 3), "kh": (2, 2, 3, 3), "theta": (2, 2, 3), "flow": (2, 2, 4, 4)}
+                   "kv": (2, 2, 3, 3), "kh": (2, 2, 3, 3), "theta": (2, 2, 3), "flow": (2, 2, 4, 4),
+                   "iw": (6, 3), "iind": (6, 3), "icw": (2, 3, 2, 2), "icind": (2, 3, 2, 2)}
 
 
 def test_every_new_function_round_trips(tmp_path, rng):
@@ -508,3 +514,20 @@ def test_broadcast_that_moves_the_batch_axis_is_refused(tmp_path):
     with pytest.raises(DpnbError, match=r"Broadcast gives shape \[3, 2\].*variable_batch_size"):
         save(str(tmp_path / "b.nntxt"), {"networks": [{"name": "n", "outputs": {"y": y},
                                                        "names": {"x": x}}]})
+
+
+def test_svd_affine_network_round_trips_through_nnp(tmp_path, rng):
+    """As nnabla-examples compress a classifier: low-rank affines (U, V from the SVD of a
+    seeded weight) saved to .nnp with their parameters and loaded into a fresh scope give
+    the same outputs, and the file holds nnabla's parameter names."""
+    x = nn.Variable((2, 1, 6, 6))
+    h = F.relu(PF.svd_affine(x, 16, 4, rng=np.random.RandomState(1), name="fc1"))
+    y = PF.svd_affine(h, 3, 2, rng=np.random.RandomState(2), name="fc2")
+    expected, got, _ = round_trip(tmp_path, {"y": y}, {"x": (x, rng.normal(0, 1, x.shape))},
+                                  "svd.nnp")
+    np.testing.assert_allclose(got["y"], expected["y"], rtol=1e-6, atol=1e-6)
+    with nn.parameter_scope("loaded"):
+        loaded = nn.get_parameters()
+    assert sorted(loaded) == [f"fc{i}/svd_affine/{p}" for i in (1, 2) for p in "UVb"]
+    assert loaded["fc1/svd_affine/U"].shape == (36, 4)
+    assert loaded["fc1/svd_affine/V"].shape == (4, 16)

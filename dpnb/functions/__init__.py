@@ -13,6 +13,7 @@ from .deformable import *  # noqa: F401,F403
 from .detection import *  # noqa: F401,F403
 from .elementary import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
+from .inq import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .logic import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import DpnbError
-from ..graph import Function
+from ..graph import Function, Variable
+from ..ndarray import NdArray
 
 Owner = Function | str
 
@@ -119,6 +120,25 @@ def default_outputs(owner: Owner, n_outputs: int, outputs) -> None:
         raise argument_error(owner, f"n_outputs and outputs hand in output variables, which dpnb "
                                     f"makes itself; got n_outputs={n_outputs!r}, "
                                     f"outputs={outputs!r}; leave them at -1 and None")
+
+
+def computed_into(owner: Owner, y: Variable, outputs) -> Variable:
+    """nnabla's ``outputs=[ndarray]`` for a function of one output: ``y`` computed into
+    that NdArray (a parameter's data: each forward writes the result there, as nnabla's
+    quantized layers keep their quantized weights) and kept by the graph's freeing passes."""
+    if outputs is None:
+        return y
+    if not (isinstance(outputs, (list, tuple)) and len(outputs) == 1
+            and isinstance(outputs[0], NdArray)):
+        raise argument_error(owner, f"outputs must be a list of one NdArray (the output's "
+                                    f"array, e.g. [param.data]), got {outputs!r}")
+    if y.parent is None:  # computed at once, without a graph
+        outputs[0].take(y.d, owner)
+        y._data = outputs[0]
+    else:
+        y.parent.compute_into(0, outputs[0])
+    y.persistent = True
+    return y
 
 
 def variadic_keywords(owner: Owner, kw: dict, defaults: dict) -> list:

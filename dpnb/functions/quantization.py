@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import Function, Variable
-from .base import Unary, argument_error, broadcast_shape, default_outputs, number_of, sum_to
+from .base import (Unary, argument_error, broadcast_shape, computed_into, default_outputs,
+                   number_of, sum_to)
 from .specs import FunctionSpec, attrs, call, public, without_params
 
 __all__ = ["prune", "fixed_point_quantize", "pow2_quantize", "min_max_quantize",
@@ -54,11 +55,11 @@ class Prune(Unary):
 
 def prune(x: Variable, rate: float = 0.9, n_outputs: int = -1, outputs=None) -> Variable:
     """x with the fraction ``rate`` of its elements of least magnitude set to zero."""
-    default_outputs("F.prune", n_outputs, outputs)
+    default_outputs("F.prune", n_outputs, None)
     rate = number_of("F.prune", "rate", rate)
     if not 0.0 <= rate <= 1.0:
         raise argument_error("F.prune", f"rate must be in [0, 1], got {rate}")
-    return Prune(rate)(x)
+    return computed_into("F.prune", Prune(rate)(x), outputs)
 
 
 # -- fixed-point and power-of-two quantization ------------------------------------------
@@ -97,15 +98,15 @@ def fixed_point_quantize(x: Variable, sign: bool = True, n: int = 8, delta: floa
     """x quantized to n-bit fixed point of step ``delta`` (x itself where not ``quantize``);
     the gradient passes straight, within the range only with ``ste_fine_grained``."""
     owner = "F.fixed_point_quantize"
-    default_outputs(owner, -1, outputs)
     if not _flag(owner, "quantize", quantize):
         return x
     n = number_of(owner, "n", n, integer=True)
     delta = number_of(owner, "delta", delta)
     if n < 1 or delta <= 0:
         raise argument_error(owner, f"n must be >= 1 and delta > 0, got n={n}, delta={delta}")
-    return FixedPointQuantize(_flag(owner, "sign", sign), n, delta,
-                              _flag(owner, "ste_fine_grained", ste_fine_grained))(x)
+    y = FixedPointQuantize(_flag(owner, "sign", sign), n, delta,
+                           _flag(owner, "ste_fine_grained", ste_fine_grained))(x)
+    return computed_into(owner, y, outputs)
 
 
 class Pow2Quantize(Unary):
@@ -159,7 +160,6 @@ def pow2_quantize(x: Variable, sign: bool = True, with_zero: bool = True, n: int
     """x quantized to n-bit powers of two up to 2^m (x itself where not ``quantize``); the
     gradient passes straight, within the range only with ``ste_fine_grained``."""
     owner = "F.pow2_quantize"
-    default_outputs(owner, -1, outputs)
     if not _flag(owner, "quantize", quantize):
         return x
     sign, with_zero = _flag(owner, "sign", sign), _flag(owner, "with_zero", with_zero)
@@ -168,8 +168,9 @@ def pow2_quantize(x: Variable, sign: bool = True, with_zero: bool = True, n: int
     if n < 1 + sign + with_zero:
         raise argument_error(owner, f"n must be >= {1 + sign + with_zero} (the sign and the "
                                     f"zero take a bit each), got {n}")
-    return Pow2Quantize(sign, with_zero, n, m, _flag(owner, "ste_fine_grained",
-                                                     ste_fine_grained))(x)
+    y = Pow2Quantize(sign, with_zero, n, m, _flag(owner, "ste_fine_grained",
+                                                  ste_fine_grained))(x)
+    return computed_into(owner, y, outputs)
 
 
 # -- min-max quantization ----------------------------------------------------------
@@ -276,16 +277,16 @@ def min_max_quantize(x: Variable, qr_min: Variable, qr_max: Variable, ql_min: Va
     """x quantized uniformly to the levels ql_min .. ql_max over the range [qr_min, qr_max]
     (x itself where not ``quantize``); see MinMaxQuantize for how the range is kept."""
     owner = "F.min_max_quantize"
-    default_outputs(owner, -1, outputs)
     if not _flag(owner, "quantize", quantize):
         return x
     decay = number_of(owner, "decay", decay)
     eps = number_of(owner, "eps", eps)
     if eps <= 0:
         raise argument_error(owner, f"eps must be > 0, got {eps}")
-    return MinMaxQuantize(decay, _flag(owner, "x_min_max", x_min_max), _flag(owner, "ema", ema),
-                          _flag(owner, "ste_fine_grained", ste_fine_grained), eps)(
+    y = MinMaxQuantize(decay, _flag(owner, "x_min_max", x_min_max), _flag(owner, "ema", ema),
+                       _flag(owner, "ste_fine_grained", ste_fine_grained), eps)(
         x, qr_min, qr_max, ql_min, ql_max)
+    return computed_into(owner, y, outputs)
 
 
 # -- ONNX's linear quantization ----------------------------------------------------

@@ -284,6 +284,20 @@ class Function(FunctionNode):
             outputs.append(y)
         return outputs
 
+    def compute_into(self, i: int, array: NdArray) -> None:
+        """Make ``array`` (a parameter's data, say) output ``i``'s array, which every forward
+        then writes (nnabla's ``outputs=[ndarray]``); it must have that output's shape."""
+        handle = self._out_handles[i]
+        if array.shape != handle.shape:
+            raise self.error(f"outputs[{i}] must have the output's shape {handle.shape}, got "
+                             f"{array.shape}")
+        if handle.allocated:  # computed already (auto_forward)
+            array.take(handle.data, self)
+        self._out_handles[i] = array
+        y = self._outputs[i]()
+        if y is not None:
+            y._data = array
+
     def _replace_output(self, old: Variable, new: Variable) -> None:
         """Make ``new`` the output where ``old`` was (``rewire_on``)."""
         i = next(i for i, ref in enumerate(self._outputs) if ref() is old)

@@ -8,6 +8,7 @@ from .attention import *  # noqa: F401,F403
 from .binary import *  # noqa: F401,F403
 from .convolutional import *  # noqa: F401,F403
 from .embedding import *  # noqa: F401,F403
+from .factorization import *  # noqa: F401,F403
 from .linear import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .quantization import *  # noqa: F401,F403

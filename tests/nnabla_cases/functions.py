@@ -30,7 +30,8 @@ class Case:
     ``need_grad`` says otherwise; ``grad=False`` skips backward (no gradient exists),
     ``fd=False`` skips the finite-difference check (say why in the case's name or a
     comment).  ``params(name, shape, rng)`` gives a parameter's values (default:
-    uniform in [-1, 1), or [0.5, 1.5) for names ending in ``var``)."""
+    uniform in [-1, 1), or [0.5, 1.5) for names ending in ``var``), or None to keep those
+    the layer made (a seeded initializer, a factorization, compared through the results)."""
 
     name: str
     build: Callable
@@ -105,8 +106,10 @@ class Built:
         choose = case.params or default_params
         self.param_values = {}
         for name, p in self.params.items():
-            value = np.asarray(choose(name, p.shape, np.random.RandomState(zlib.crc32(name.encode()))))
-            p.d = value.astype(dtype) if np.issubdtype(value.dtype, np.floating) else value
+            value = choose(name, p.shape, np.random.RandomState(zlib.crc32(name.encode())))
+            if value is not None:
+                value = np.asarray(value)
+                p.d = value.astype(dtype) if np.issubdtype(value.dtype, np.floating) else value
             self.param_values[name] = host(p.d)
 
     def reset(self) -> None:
