@@ -22,6 +22,7 @@ from .quantization import *  # noqa: F401,F403
 from .recurrent import *  # noqa: F401,F403
 from .reduction import *  # noqa: F401,F403
 from .sequence import *  # noqa: F401,F403
+from .spectral import *  # noqa: F401,F403
 from .stochastic import *  # noqa: F401,F403
 # nnabla's functions module also offers these.
 from ..context import get_current_context  # noqa: E402,F401
