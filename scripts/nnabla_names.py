@@ -30,7 +30,6 @@ LEFT_OUT = {
         "svd_affine", "svd_convolution",
         "cpd3_convolution"],
     "object detection": ["nms_detection2d", "onnx_non_max_suppression", "roi_align"],
-    "Fourier transforms": ["fft", "ifft", "stft", "istft"],
     "warping by grids, flows and kernels": ["affine_grid", "warp_by_flow", "warp_by_grid",
                                             "adaptive_separable_convolution"],
     "deformable convolution": ["deformable_convolution"],
