@@ -355,6 +355,11 @@ def stateful_network(v):
                                            v["ql_max"], x_min_max=True)),
         "linear_quantized": F.dequantize_linear(
             F.quantize_linear(a, v["scale"], v["zero_point"]), v["scale"], v["zero_point"]),
+        "short_time": (
+            F.istft(*F.stft(v["sig"], 8, 4, 8), 8, 4, 8, pad_mode="constant")
+            + F.istft(*F.stft(v["sig"], 6, 4, 8, "hamming", True, "constant", True), 6, 4, 8,
+                      "hamming", True, "reflect", True)),
+        "fourier": F.ifft(F.fft(v["cplx"], 1), 2, normalized=True),
     }
 
 
@@ -363,7 +368,8 @@ STATEFUL_INPUTS = {"x": (2, 3, 4, 4), "a": (2, 6), "pos": (2, 6), "mean": (6,), 
                    "w": (4, 6), "u": (4,), "dst": (2, 6), "bw": (6, 3), "bwb": (6, 3),
                    "bb": (3,), "balpha": (3,), "cw": (2, 3, 2, 2), "cwb": (2, 3, 2, 2),
                    "calpha": (2,), "qr_min": (1, 1), "qr_max": (1, 1), "ql_min": (1, 1),
-                   "ql_max": (1, 1), "scale": (1, 1), "zero_point": (1, 1)}
+                   "ql_max": (1, 1), "scale": (1, 1), "zero_point": (1, 1), "sig": (2, 32),
+                   "cplx": (2, 4, 3, 2)}
 
 
 def test_every_new_function_round_trips(tmp_path, rng):
