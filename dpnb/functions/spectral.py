@@ -19,6 +19,20 @@ from .specs import FunctionSpec, attrs, call
 __all__ = ["fft", "ifft", "stft", "istft"]
 
 
+def _fft_module(xp):
+    """The FFT functions for ``xp``'s arrays: SciPy's pocketfft for NumPy arrays where SciPy
+    is installed (NumPy's rfft of float32 takes twice its time, and ten times where the
+    allocator hands its temporaries back to the system each call), else ``xp.fft``
+    (NumPy's, or cuFFT through CuPy).  Both give the same transforms."""
+    if xp is np:
+        try:
+            import scipy.fft
+        except ImportError:
+            return np.fft
+        return scipy.fft
+    return xp.fft
+
+
 def _flag(owner: str, name: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise argument_error(owner, f"{name} must be a bool, got {value!r}")
@@ -51,7 +65,8 @@ class _Fourier(Function):
         complex_type = np.result_type(x.dtype, np.complex64)
         z = (x[..., 0] + 1j * x[..., 1]).astype(complex_type, copy=False)
         axes = tuple(range(-self.signal_ndim, 0))
-        z = (xp.fft.ifftn if inverse else xp.fft.fftn)(z, axes=axes, norm=norm)
+        fourier = _fft_module(xp)
+        z = (fourier.ifftn if inverse else fourier.fftn)(z, axes=axes, norm=norm)
         return xp.stack([z.real, z.imag], axis=-1).astype(x.dtype, copy=False)
 
     def forward_arrays(self, xp, xs):
@@ -248,21 +263,28 @@ class _ShortTime(Function):
     # -- the four linear maps ------------------------------------------------------------
     def _spectra(self, xp, frames, scale=None):
         """The real FFT of the windowed frames (optionally scaled per bin), as real and
-        imaginary parts of shape (batch, bins, frames)."""
-        window = xp.asarray(self.window.astype(frames.dtype))
-        spectra = xp.fft.rfft(frames * window, axis=-1)
+        imaginary parts of shape (batch, bins, frames).  The FFT runs on a 2-D array:
+        NumPy's takes ten times as long over the same rows of a 3-D one."""
+        batch, count, size = frames.shape
+        windowed = (frames * xp.asarray(self.window.astype(frames.dtype))).reshape(-1, size)
+        spectra = _fft_module(xp).rfft(windowed, axis=-1)
         if scale is not None:
-            spectra *= xp.asarray(scale.astype(spectra.real.dtype))
-        spectra = spectra.transpose(0, 2, 1)
+            spectra *= xp.asarray(scale.astype(frames.dtype))
+        spectra = spectra.reshape(batch, count, -1).transpose(0, 2, 1)
         return (xp.ascontiguousarray(spectra.real).astype(frames.dtype, copy=False),
                 xp.ascontiguousarray(spectra.imag).astype(frames.dtype, copy=False))
 
     def _signals(self, xp, y_r, y_i, scale, length: int):
-        """Frames back from spectra (bins scaled by ``scale``, then the inverse real FFT),
-        windowed and overlap-added into signals of ``length`` samples."""
-        spectra = (y_r + 1j * y_i).astype(np.result_type(y_r.dtype, np.complex64), copy=False)
-        spectra = spectra.transpose(0, 2, 1) * xp.asarray(scale.astype(y_r.dtype))
-        frames = xp.fft.irfft(spectra, n=self.fft_size, axis=-1).astype(y_r.dtype, copy=False)
+        """Frames back from spectra (bins scaled by ``scale``, then the inverse real FFT
+        on a 2-D array, as ``_spectra``), windowed and overlap-added into signals of
+        ``length`` samples."""
+        batch, bins, count = y_r.shape
+        scale = xp.asarray(scale.astype(y_r.dtype))
+        spectra = xp.empty((batch, count, bins), np.result_type(y_r.dtype, np.complex64))
+        spectra.real = y_r.transpose(0, 2, 1) * scale
+        spectra.imag = y_i.transpose(0, 2, 1) * scale
+        frames = _fft_module(xp).irfft(spectra.reshape(-1, bins), n=self.fft_size, axis=-1)
+        frames = frames.astype(y_r.dtype, copy=False).reshape(batch, count, self.fft_size)
         frames *= xp.asarray(self.window.astype(y_r.dtype))
         return _overlap_add(xp, frames, self.stride, length)
 
