@@ -172,7 +172,6 @@ class _ShortTime(Function):
         self.window_type, self.center, self.pad_mode = window_type, center, pad_mode
         self.adjoint = adjoint
         self.pad = fft_size // 2 if center else 0
-        self.window = self._window()
 
     def _window(self) -> np.ndarray:
         """The window, centred in fft_size samples (zeros around), as nnabla makes it:
@@ -188,13 +187,14 @@ class _ShortTime(Function):
         return np.pad(w, (left, self.fft_size - self.window_size - left))
 
     def check_arguments(self) -> None:
-        """nnabla's checks of the arguments both functions share."""
+        """nnabla's checks of the arguments both functions share; then the window."""
         if self.window_type not in _WINDOWS:
             raise self.error(f"window_type must be one of {', '.join(_WINDOWS)} (or None: "
                              f"rectangular), got {self.window_type!r}")
         if self.fft_size < self.window_size:
             raise self.error(f"FFT size has to be at least as large as window size: got "
                              f"fft_size={self.fft_size} < window_size={self.window_size}")
+        self.window = self._window()
 
     def check_istft(self) -> None:
         """nnabla's check of ISTFT's stride, which stft's ISTFT mode makes too."""
