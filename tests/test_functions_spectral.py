@@ -108,3 +108,17 @@ def test_window_none_is_rectangular(rng):
         b = F.stft(_v(x), 16, 4, 16, "rectangular")
     np.testing.assert_array_equal(a[0].d, b[0].d)
     assert a[0].parent.info.args["window_type"] == "rectangular"
+
+
+def test_grad_through_one_part_of_stft(rng):
+    """nn.grad from the real part alone: the imaginary part's gradient is a float32 zero
+    constant, which ISTFT (STFT's graph backward) takes beside a float64 one."""
+    x = _v(rng.randn(2, 48), need_grad=True)
+    y_r, _ = F.stft(x, 16, 4, 16)
+    loss = F.sum(y_r ** 2)
+    (g,) = nn.grad([loss], [x])
+    g.forward()
+    x.grad.zero()
+    loss.forward()
+    loss.backward()
+    np.testing.assert_allclose(g.d, x.g, rtol=1e-10)

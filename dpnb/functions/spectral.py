@@ -419,8 +419,6 @@ class ISTFT(_ShortTime):
         if y_r.shape != y_i.shape or y_r.ndim != 3 or y_r.shape[1] != bins:
             raise self.error(f"y_r and y_i must both have shape (batch, fft_size // 2 + 1 = "
                              f"{bins}, frames), got {y_r.shape} and {y_i.shape}")
-        if y_r.dtype != y_i.dtype:
-            raise self.error(f"y_r and y_i must have one dtype, got {y_r.dtype} and {y_i.dtype}")
         length = self.span(y_r.shape[2])
         if y_r.shape[2] < 1 or length <= 2 * self.pad:
             raise self.error(f"{y_r.shape[2]} frames span {length} samples, no more than "
