@@ -20,10 +20,6 @@ LISTED = 12  # missing names shown in the table; longer lists are counted
 # The modules whose every missing name is listed, with the short names programs give them.
 MODELLING = {"nnabla.functions": "F", "nnabla.parametric_functions": "PF",
              "nnabla.solvers": "S", "nnabla.initializer": "I"}
-# Families of nnabla's functions that dpnb leaves out on purpose, and why.
-LEFT_OUT = {
-    "Fourier transforms": ["fft", "ifft", "stft", "istft"],
-}
 
 
 def coverage() -> tuple[str, dict[str, tuple[list[str], list[str]]]]:
@@ -60,17 +56,10 @@ def table() -> str:
         else:
             shown = f"{len(missing)} names"
         lines.append(f"| `{module_name}` | {len(has)} of {len(has) + len(missing)} | {shown} |")
-    left_out = {name for names in LEFT_OUT.values() for name in names}
-    missing = {f"{short}.{name}" for module_name, short in MODELLING.items()
-               for name in result[module_name][1]}
-    lines += ["", "Not provided on purpose:", ""]
-    for family, names in LEFT_OUT.items():
-        shown = [n for n in sorted(missing) if n.split(".", 1)[1] in names]
-        if shown:
-            lines.append(f"- {family}: " + ", ".join(f"`{n}`" for n in shown))
-    not_yet = sorted(n for n in missing if n.split(".", 1)[1] not in left_out)
+    missing = sorted(f"{short}.{name}" for module_name, short in MODELLING.items()
+                     for name in result[module_name][1])
     lines += ["", "Functions, parametric functions, solvers and initializers not there yet: "
-              + (", ".join(f"`{n}`" for n in not_yet) if not_yet else "none") + "."]
+              + (", ".join(f"`{n}`" for n in missing) if missing else "none") + "."]
     return "\n".join(lines)
 
 

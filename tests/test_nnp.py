@@ -211,8 +211,8 @@ def small_network_file(tmp_path, filename="net.nntxt", **args):
 
 def test_unknown_function_type_is_named(tmp_path):
     path = small_network_file(tmp_path, include_params=True)
-    path.write_text(path.read_text().replace('type: "ReLU"', 'type: "FFT"'))
-    with pytest.raises(DpnbError, match="'FFT'"):
+    path.write_text(path.read_text().replace('type: "ReLU"', 'type: "NoSuchFunction"'))
+    with pytest.raises(DpnbError, match="'NoSuchFunction'"):
         NnpLoader(str(path)).get_network("net")
 
 
@@ -373,6 +373,11 @@ def stateful_network(v):
         "inq_convolution": F.inq_convolution(x, v["icw"], v["icind"], pad=(1, 1), group=1,
                                              inq_iterations=(0,), seed=4,
                                              selection_algorithm="random"),
+        "short_time": (
+            F.istft(*F.stft(v["sig"], 8, 4, 8), 8, 4, 8, pad_mode="constant")
+            + F.istft(*F.stft(v["sig"], 6, 4, 8, "hamming", True, "constant", True), 6, 4, 8,
+                      "hamming", True, "reflect", True)),
+        "fourier": F.ifft(F.fft(v["cplx"], 1), 2, normalized=True),
     }
 
 
@@ -384,8 +389,10 @@ STATEFUL_INPUTS = {"x": (2, 3, 4, 4), "a": (2, 6), "pos": (2, 6), "mean": (6,), 
                    "ql_max": (1, 1), "scale": (1, 1), "zero_point": (1, 1),
                    "det": (2, 5, 7), "boxes": (2, 5, 4), "scores": (2, 3, 5), "rois": (3, 5),
                    "dw": (2, 3, 3, 3), "doff": (2, 18, 4, 4), "dmask": (2, 9, 4, 4), "db": (2,),
-                   "kv": (2, 2, 3, 3), "kh": (2, 2, 3, 3), "theta": (2, 2, 3), "flow": (2, 2, 4, 4),
-                   "iw": (6, 3), "iind": (6, 3), "icw": (2, 3, 2, 2), "icind": (2, 3, 2, 2)}
+                   "kv": (2, 2, 3, 3), "kh": (2, 2, 3, 3), "theta": (2, 2, 3),
+                   "flow": (2, 2, 4, 4),
+                   "iw": (6, 3), "iind": (6, 3), "icw": (2, 3, 2, 2), "icind": (2, 3, 2, 2),
+                   "sig": (2, 32), "cplx": (2, 4, 3, 2)}
 
 
 def test_every_new_function_round_trips(tmp_path, rng):

@@ -115,7 +115,7 @@ def test_classes_are_where_protoc_would_put_them():
     assert nnabla_pb2.Solver.StatesEntry.DESCRIPTOR is nnabla_pb2.Solver.DESCRIPTOR.nested_types_by_name["StatesEntry"]
     assert nnabla_pb2.Solver.StatesEntry.DESCRIPTOR.GetOptions().map_entry
     assert nnabla_pb2.Function.DESCRIPTOR.full_name == "dpnb.Function"
-    assert len(nnabla_pb2.DESCRIPTOR.message_types_by_name) == 192
+    assert len(nnabla_pb2.DESCRIPTOR.message_types_by_name) == 196
 
 
 def test_messages_round_trip_through_binary_text_and_pickle():

@@ -25,6 +25,7 @@ from .quantization import *  # noqa: F401,F403
 from .recurrent import *  # noqa: F401,F403
 from .reduction import *  # noqa: F401,F403
 from .sequence import *  # noqa: F401,F403
+from .spectral import *  # noqa: F401,F403
 from .stochastic import *  # noqa: F401,F403
 from .warping import *  # noqa: F401,F403
 # nnabla's functions module also offers these.

@@ -31,7 +31,10 @@ class Case:
     ``fd=False`` skips the finite-difference check (say why in the case's name or a
     comment).  ``params(name, shape, rng)`` gives a parameter's values (default:
     uniform in [-1, 1), or [0.5, 1.5) for names ending in ``var``), or None to keep those
-    the layer made (a seeded initializer, a factorization, compared through the results)."""
+    the layer made (a seeded initializer, a factorization, compared through the results).
+    ``reference``, for a function nnabla's CPU build lacks (CUDA only), gives the results
+    ``run`` gives from the float32 inputs, computed with NumPy: the recorder records them
+    in nnabla's place."""
 
     name: str
     build: Callable
@@ -44,6 +47,7 @@ class Case:
     atol: float = 1e-5
     fd_atol: float = 1e-6
     fd_rtol: float = 1e-5
+    reference: Callable | None = None
 
 
 def library(nn, F, PF, double_context=None) -> SimpleNamespace:
@@ -79,10 +83,14 @@ def _as_tuple(outputs) -> tuple:
     return tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
 
 
+def output_grad(i: int, shape: tuple) -> np.ndarray:
+    """The fixed gradient of float output ``i``."""
+    return np.asarray(np.random.RandomState(100 + i).randn(*shape))
+
+
 def output_grads(outputs: Sequence) -> list[np.ndarray | None]:
     """The fixed gradient of each float output (None for integer outputs)."""
-    return [np.asarray(np.random.RandomState(100 + i).randn(*y.shape))
-            if np.issubdtype(y.d.dtype, np.floating) else None
+    return [output_grad(i, y.shape) if np.issubdtype(y.d.dtype, np.floating) else None
             for i, y in enumerate(outputs)]
 
 
