@@ -11,8 +11,8 @@ beside themselves) and run by pytest in a subprocess with ``nnabla_suite_plugin`
 makes ``nnabla`` resolve to dpnb before anything imports it.  The tests to run are the
 node ids of nnabla's own results file (``nnabla-1.39.0-first2-results.tsv`` or
 ``-full-results.tsv``); only those the real nnabla passes count.  Each is placed in a
-family: the ones dpnb has not built yet (binary, quantized, ... each has an issue of
-its own) and double backward are counted apart from the rest ("core").
+family: double backward and "NumPy 1 only" (tests that need NumPy 1) are counted apart
+from the rest ("core").
 
 The report gives, per file, the tests run, passed, failed, and the commonest reasons.
 
@@ -42,24 +42,12 @@ SUITE = Path(os.environ.get("DPNB_NNABLA_TESTS", REPO.parent / "shared" / "nnabl
 RESULTS = {"quick": "nnabla-1.39.0-first2-results.tsv", "full": "nnabla-1.39.0-full-results.tsv"}
 TIMEOUT_PER_TEST = 120  # seconds; a test that hangs fails alone instead of stopping the run
 
-# Families of nnabla functions dpnb does not have yet (one issue for them all), by node id.
-LEFT_OUT = {
-    "binary": r"^function/test_binary_(activation|connect_affine|connect_convolution|"
-              r"weight_affine|weight_convolution)\.py",
-    "quantized": r"^function/test_((de)?quantize_linear|fixed_point_quantize|min_max_quantize|"
-                 r"pow2_quantize|inq_affine|inq_convolution)\.py|::test_pf_min_max_quantize",
-    "pruned": r"^function/test_prune\.py",
-    "detection": r"^function/test_(onnx_non_max_suppression|nms_detection2d|roi_align)\.py",
-    "fft": r"^function/test_i?(fft|stft)\.py",
-    "warping": r"^function/test_(affine_grid|warp_by_grid|warp_by_flow)\.py",
-    "deformable": r"^function/test_(deformable_convolution|adaptive_separable_convolution)\.py"
-                  r"|::test_pf_deformable",
-}
 DOUBLE_BACKWARD = r"_double_backward|^test_grad\.py"
 # Tests whose own code calls what NumPy 2 removed (np.product, np.reshape(newshape=)): the
 # suite's README counts them as not applicable, since dpnb needs NumPy 2.
 NUMPY1_ONLY = (r"^function/test_transpose\.py::test_transpose_forward_backward\b"
                r"|^function/test_scatter_add\.py::test_forward_backward")
+FAMILIES = ["core", "double backward", "NumPy 1 only"]
 SEVERITY = {"passed": 0, "skipped": 1, "failed": 2, "error": 3, "not run": 4}
 CONFTEST_FAILED = 4  # pytest's exit status when a conftest cannot be imported
 COMMUNICATOR = "communicator"  # the folder of the tests that run under mpiexec
@@ -67,12 +55,9 @@ COMMUNICATOR_RANKS = 2
 
 
 def family(nodeid: str) -> str:
-    """"core", "double backward", "NumPy 1 only", or the left-out family of ``nodeid``."""
+    """"core", "double backward" or "NumPy 1 only": the family of ``nodeid``."""
     if re.search(NUMPY1_ONLY, nodeid):
         return "NumPy 1 only"
-    for name, pattern in LEFT_OUT.items():
-        if re.search(pattern, nodeid):
-            return name
     return "double backward" if re.search(DOUBLE_BACKWARD, nodeid) else "core"
 
 
@@ -111,8 +96,7 @@ class Results:
     def report(self) -> str:
         """Per family and per file: run, passed, failed; each file's commonest reasons."""
         lines = [f"nnabla's tests that the real nnabla passes, on dpnb ({self.seconds:.0f} s):"]
-        names = ["core", "double backward", "NumPy 1 only", *LEFT_OUT]
-        for name in names:
+        for name in FAMILIES:
             group = self.of({name})
             if group:
                 passed = sum(o.outcome == "passed" for o in group)
@@ -319,8 +303,7 @@ def main(argv: list[str] | None = None) -> int:
                                                             "first two of each test")
     parser.add_argument("--communicator", action="store_true",
                         help=f"the tests under {COMMUNICATOR}/ on {COMMUNICATOR_RANKS} MPI ranks")
-    parser.add_argument("--family", action="append", choices=["core", "double backward",
-                                                              "NumPy 1 only", *LEFT_OUT],
+    parser.add_argument("--family", action="append", choices=FAMILIES,
                         help="only the tests of this family (may be given more than once)")
     parser.add_argument("--json", help="write every outcome to this file")
     args = parser.parse_args(argv)
