@@ -279,11 +279,19 @@ class DeformableConvolution(Function):
         return self.grid.image_rows(xp, x.reshape(self.grid.batch, self.grid.channels,
                                                   *self.shapes[0][-2:]), dtype)
 
-    def _corners(self, xp, image, first):
-        """The four corners of every sample, (S, 4, C/dg), gathered by one take into
-        workspace slot 0."""
-        corners = workspace(xp, (first.size, 4, image.shape[1]), image.dtype)
-        rows = first[:, None] + xp.asarray(self.grid.shifts)
+    def _chunks(self, xp, size: int, width: int):
+        """Slices of ``size`` samples in chunks whose corners (4 * ``width`` numbers each)
+        stay in the cache between the gather and the arithmetic that reads them: about
+        4 MiB on the CPU; one chunk on the GPU, where each call is a kernel launch."""
+        step = size if xp is not np else max(256, (1 << 20) // (4 * width))
+        return [slice(a, min(a + step, size)) for a in range(0, size, step)]
+
+    def _corners(self, xp, image, first, chunk):
+        """The four corners of the samples ``chunk``, (n, 4, C/dg), gathered by one take
+        into workspace slot 0."""
+        n = chunk.stop - chunk.start
+        corners = workspace(xp, (n, 4, image.shape[1]), image.dtype)
+        rows = first[chunk, None] + xp.asarray(self.grid.shifts)
         if xp is np:  # mode "raise" would gather into a temporary, then copy
             image.take(rows, axis=0, out=corners, mode="clip")
         else:
@@ -293,10 +301,13 @@ class DeformableConvolution(Function):
     def _columns(self, xp, image, first, weights, out):
         """The deformable im2col: the corners' rows weighted and summed, (S, C/dg), in
         ``out`` where it has the right shape and dtype."""
-        corners = self._corners(xp, image, first)
-        if out is None or out.shape != corners.shape[::2] or out.dtype != corners.dtype:
-            out = xp.empty(corners.shape[::2], corners.dtype)
-        return _einsum(xp, "sk,skc->sc", weights, corners, out)
+        shape = (first.size, image.shape[1])
+        if out is None or out.shape != shape or out.dtype != image.dtype:
+            out = xp.empty(shape, image.dtype)
+        for chunk in self._chunks(xp, *shape):
+            _einsum(xp, "sk,skc->sc", weights[chunk], self._corners(xp, image, first, chunk),
+                    out[chunk])
+        return out
 
     def _to_gemm(self, xp, a):
         """(B, dg, P, K, C/dg) as the GEMM's (B, group, P, K * C/group)."""
@@ -384,8 +395,11 @@ class DeformableConvolution(Function):
         gcolumns = self._from_gemm(xp, xp.matmul(gy.swapaxes(-1, -2), wm, out=gemm))
         gcolumns = gcolumns.reshape(columns.shape)
         if need_offset or need_mask:
-            corners = self._corners(xp, self._image(xp, x, columns.dtype), first)
-            dots = _einsum(xp, "skc,sc->sk", corners, gcolumns, None)
+            image = self._image(xp, x, columns.dtype)
+            dots = xp.empty((first.size, 4), gcolumns.dtype)
+            for chunk in self._chunks(xp, *gcolumns.shape):
+                _einsum(xp, "skc,sc->sk", self._corners(xp, image, first, chunk),
+                        gcolumns[chunk], dots[chunk])
             dots = [dots[:, c].reshape(bilinear.lh.shape) for c in range(4)]
             if need_offset:
                 along = [sum(d * a for d, a in zip(dots, part(bilinear)))
@@ -408,13 +422,16 @@ class DeformableConvolution(Function):
         flat = image.reshape(-1)
         # one flat index (NumPy's fast add.at) for the top-left corners; the other corners
         # lie a fixed number of rows further, so they add into views of the image shifted so
-        index = workspace(xp, (first.size, cdg), first.dtype, 2)
-        xp.add((first * cdg)[:, None], xp.arange(cdg), out=index)
-        index = index.reshape(-1)
-        values = workspace(xp, (4,) + gcolumns.shape, gcolumns.dtype)
-        xp.multiply(weights.T[:, :, None], gcolumns, out=values)
-        for shift, v in zip(grid.shifts, values):
-            add_at(xp, flat[shift * cdg:], index, v.reshape(-1))
+        # (in chunks that stay in the cache)
+        for chunk in self._chunks(xp, *gcolumns.shape):
+            n = chunk.stop - chunk.start
+            index = workspace(xp, (n, cdg), first.dtype, 2)
+            xp.add((first[chunk] * cdg)[:, None], xp.arange(cdg), out=index)
+            index = index.reshape(-1)
+            values = workspace(xp, (4, n, cdg), gcolumns.dtype, 3)
+            xp.multiply(weights[chunk].T[:, :, None], gcolumns[chunk], out=values)
+            for shift, v in zip(grid.shifts, values):
+                add_at(xp, flat[shift * cdg:], index, v.reshape(-1))
         return grid.image_back(image)
 
     # -- the same as a graph, for the graph backward --------------------------------------
