@@ -347,7 +347,7 @@ class DeformableConvolution(Function):
         # the backward reads the sampling and the columns again: keep them for it, with
         # copies of the inputs they come from (a few per cent of the columns' size)
         inputs = [a.copy() for a in xs[:4 if self.has_mask else 3]]
-        self._kept = (inputs, first, weights, bilinear, mask, columns)
+        self._kept = (inputs, first, weights, bilinear, mask, image, columns)
         columns = columns.reshape(grid.batch, grid.dg, grid.p, grid.k, -1)
         y = xp.matmul(self._weight_matrix(xs[1]), self._to_gemm(xp, columns).swapaxes(-1, -2))
         y = y.reshape(grid.batch, -1, grid.p)
@@ -365,20 +365,20 @@ class DeformableConvolution(Function):
                 for a, b in zip(kept[0], inputs)):
             first, weights, bilinear, mask = self._sampling(xp, xs)
             image = self._image(xp, xs[0], self.outputs[0].dtype)
-            kept = (inputs, first, weights, bilinear, mask,
+            kept = (inputs, first, weights, bilinear, mask, image,
                     self._columns(xp, image, first, weights, None))
         return kept[1:]
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         grid = self.grid
-        x, w = xs[0], xs[1]
+        w = xs[1]
         gy = gys[0].reshape(grid.batch, self.group, -1, grid.p)
         grads = [None] * len(xs)
         if self.has_bias and need_grads[-1]:
             grads[-1] = gy.sum(axis=(0, 3)).reshape(-1)
         if not any(need_grads[:4 if self.has_mask else 3]):
             return tuple(grads)
-        first, weights, bilinear, mask, columns = self._kept_for(xp, xs)
+        first, weights, bilinear, mask, image, columns = self._kept_for(xp, xs)
         if need_grads[1]:
             gemm = self._to_gemm(xp, columns.reshape(grid.batch, grid.dg, grid.p, grid.k, -1))
             gw = xp.matmul(gy, gemm).sum(axis=0)
@@ -395,7 +395,6 @@ class DeformableConvolution(Function):
         gcolumns = self._from_gemm(xp, xp.matmul(gy.swapaxes(-1, -2), wm, out=gemm))
         gcolumns = gcolumns.reshape(columns.shape)
         if need_offset or need_mask:
-            image = self._image(xp, x, columns.dtype)
             dots = xp.empty((first.size, 4), gcolumns.dtype)
             for chunk in self._chunks(xp, *gcolumns.shape):
                 _einsum(xp, "skc,sc->sk", self._corners(xp, image, first, chunk),
