@@ -175,19 +175,23 @@ def sum_to(g, shape: tuple[int, ...]):
 _scratch = threading.local()
 
 
-def workspace(xp, shape: tuple[int, ...], dtype):
+def workspace(xp, shape: tuple[int, ...], dtype, slot: int = 0):
     """An uninitialised temporary of ``shape`` (convolution columns, batch norm's x - mean),
-    valid until the next call: hand out no result that lives in it.
+    valid until the next call with the same ``slot``: hand out no result that lives in it.
+    A function that needs several temporaries at once takes one slot for each.
 
-    On the CPU one buffer per thread is kept and reused: NumPy hands large
+    On the CPU one buffer per thread and slot is kept and reused: NumPy hands large
     arrays back to the OS, and filling fresh pages costs more than the copy
     itself.  CuPy's memory pool already reuses device memory."""
     if xp is not np:
         return xp.empty(shape, dtype)
     nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    buffer = getattr(_scratch, "buffer", None)
+    buffers = getattr(_scratch, "buffers", None)
+    if buffers is None:
+        buffers = _scratch.buffers = {}
+    buffer = buffers.get(slot)
     if buffer is None or buffer.nbytes < nbytes:
-        buffer = _scratch.buffer = np.empty(nbytes, np.uint8)
+        buffer = buffers[slot] = np.empty(nbytes, np.uint8)
     return buffer[:nbytes].view(dtype).reshape(shape)
 
 

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..graph import Function, Variable
-from .base import add_at, argument_error, base_axis_of, default_outputs, int_tuple
+from .base import (add_at, argument_error, base_axis_of, default_outputs, int_tuple,
+                   workspace)
 from .graph_module import composite_backward_graph
 from .specs import FunctionSpec, Params, ints, without_params
 
@@ -33,6 +34,8 @@ class _Grid:
         self.out_size, self.stride = out_size, stride
         self.k, self.p = self.kh * self.kw, out_size[0] * out_size[1]
         self.padded = (self.height + 2, self.width + 2)
+        # the rows of the four corners after the top-left one's
+        self.shifts = (0, 1, self.padded[1], self.padded[1] + 1)
         ho, wo, i, j = np.meshgrid(np.arange(out_size[0]), np.arange(out_size[1]),
                                    np.arange(self.kh), np.arange(self.kw), indexing="ij")
         # the undeformed positions, (2, P, K): output position major, kernel position minor
@@ -63,21 +66,26 @@ class _Grid:
                                                             offset.dtype)
         return moved[0], moved[1]
 
-    def rows(self, xp, h, w):
-        """The rows of the four bilinear corners in the padded channel-last image,
-        (4, B * dg * P * K); a sample outside the image reads any row (its weights are 0)."""
+    def top_left(self, xp, h, w):
+        """The rows of the samples' top-left bilinear corners in the padded channel-last
+        image, (B * dg * P * K,); the other corners lie ``shifts`` rows further.  A sample
+        outside the image reads any row (its weights are 0)."""
         hp, wp = self.padded
         top = xp.clip(xp.floor(h), -1, self.height - 1).astype(np.int64) + 1
         left = xp.clip(xp.floor(w), -1, self.width - 1).astype(np.int64) + 1
         image = xp.arange(self.batch * self.dg).reshape(self.batch, self.dg, 1, 1) * (hp * wp)
-        first = (image + top * wp + left).reshape(-1)
-        return xp.stack([first, first + 1, first + wp, first + wp + 1])
+        return (image + top * wp + left).reshape(-1)
 
-    def image_rows(self, xp, x):
+    def rows(self, xp, h, w):
+        """The rows of the four bilinear corners, (4, B * dg * P * K)."""
+        first = self.top_left(xp, h, w)
+        return xp.stack([first + shift for shift in self.shifts])
+
+    def image_rows(self, xp, x, dtype):
         """x (B, C, H, W) as the padded channel-last rows the corners are read from."""
         hp, wp = self.padded
         cdg = self.channels // self.dg
-        rows = xp.zeros((self.batch, self.dg, hp, wp, cdg), x.dtype)
+        rows = xp.zeros((self.batch, self.dg, hp, wp, cdg), dtype)
         rows[:, :, 1:-1, 1:-1] = x.reshape(self.batch, self.dg, cdg, self.height,
                                            self.width).transpose(0, 1, 3, 4, 2)
         return rows.reshape(-1, cdg)
@@ -134,6 +142,16 @@ class _CornerRows(Function):
     def forward_arrays(self, xp, xs):
         h, w = self.grid.positions(xp, xs[0])
         return self.grid.rows(xp, h, w), xp.floor(h), xp.floor(w)
+
+
+def _einsum(xp, spec, a, b, out):
+    """``einsum(spec, a, b)``, into ``out`` where given (CuPy's einsum has no ``out``)."""
+    if xp is np:
+        return np.einsum(spec, a, b, out=out)
+    if out is None:
+        return xp.einsum(spec, a, b)
+    out[...] = xp.einsum(spec, a, b)
+    return out
 
 
 # -- deformable convolution ------------------------------------------------------------
@@ -247,11 +265,49 @@ class DeformableConvolution(Function):
 
     # -- the columns and the GEMM --------------------------------------------------------
     def _sampling(self, xp, xs):
-        """The corner rows, the bilinear weights and the mask (B, dg, P, K) or 1."""
+        """The rows of the samples' top-left corners (S = B * dg * P * K,), their four
+        corners' bilinear weights times the mask (S, 4), the bilinear geometry and the mask
+        (B, dg, P, K) or 1."""
         grid = self.grid
         h, w = grid.positions(xp, xs[2])
         mask = grid.at_outputs(xp, xs[3], 1)[0] if self.has_mask else 1
-        return grid.rows(xp, h, w), _Bilinear(xp, grid, h, w), mask
+        bilinear = _Bilinear(xp, grid, h, w)
+        weights = xp.stack(bilinear.weights(mask), axis=-1).reshape(-1, 4)
+        return grid.top_left(xp, h, w), weights, bilinear, mask
+
+    def _image(self, xp, x, dtype):
+        return self.grid.image_rows(xp, x.reshape(self.grid.batch, self.grid.channels,
+                                                  *self.shapes[0][-2:]), dtype)
+
+    def _chunks(self, xp, size: int, width: int):
+        """Slices of ``size`` samples in chunks whose corners (4 * ``width`` numbers each)
+        stay in the cache between the gather and the arithmetic that reads them: about
+        4 MiB on the CPU; one chunk on the GPU, where each call is a kernel launch."""
+        step = size if xp is not np else max(256, (1 << 20) // (4 * width))
+        return [slice(a, min(a + step, size)) for a in range(0, size, step)]
+
+    def _corners(self, xp, image, first, chunk):
+        """The four corners of the samples ``chunk``, (n, 4, C/dg), gathered by one take
+        into workspace slot 0."""
+        n = chunk.stop - chunk.start
+        corners = workspace(xp, (n, 4, image.shape[1]), image.dtype)
+        rows = first[chunk, None] + xp.asarray(self.grid.shifts)
+        if xp is np:  # mode "raise" would gather into a temporary, then copy
+            image.take(rows, axis=0, out=corners, mode="clip")
+        else:
+            xp.take(image, rows, axis=0, out=corners)
+        return corners
+
+    def _columns(self, xp, image, first, weights, out):
+        """The deformable im2col: the corners' rows weighted and summed, (S, C/dg), in
+        ``out`` where it has the right shape and dtype."""
+        shape = (first.size, image.shape[1])
+        if out is None or out.shape != shape or out.dtype != image.dtype:
+            out = xp.empty(shape, image.dtype)
+        for chunk in self._chunks(xp, *shape):
+            _einsum(xp, "sk,skc->sc", weights[chunk], self._corners(xp, image, first, chunk),
+                    out[chunk])
+        return out
 
     def _to_gemm(self, xp, a):
         """(B, dg, P, K, C/dg) as the GEMM's (B, group, P, K * C/group)."""
@@ -282,44 +338,50 @@ class DeformableConvolution(Function):
         w = w.reshape(self.group, oc // self.group, cg, self.grid.k)
         return w.transpose(0, 1, 3, 2).reshape(self.group, oc // self.group, -1)
 
-    def _columns(self, xp, image, rows, weights):
-        """The deformable im2col: the corners' rows weighted and summed, (B, dg, P, K, C/dg),
-        and the four corners themselves."""
-        grid = self.grid
-        shape = (grid.batch, grid.dg, grid.p, grid.k, -1)
-        corners = [image.take(r, axis=0).reshape(shape) for r in rows]
-        columns = corners[0] * weights[0][..., None]
-        term = xp.empty_like(columns)
-        for c, wt in zip(corners[1:], weights[1:]):
-            columns += xp.multiply(c, wt[..., None], out=term)
-        return columns, corners
-
     def forward_arrays(self, xp, xs):
         grid = self.grid
-        rows, bilinear, mask = self._sampling(xp, xs)
-        image = grid.image_rows(xp, xs[0].reshape(grid.batch, grid.channels, *self.shapes[0][-2:]))
-        columns, _ = self._columns(xp, image, rows, bilinear.weights(mask))
+        first, weights, bilinear, mask = self._sampling(xp, xs)
+        image = self._image(xp, xs[0], self.outputs[0].dtype)
+        kept = getattr(self, "_kept", None)
+        columns = self._columns(xp, image, first, weights, kept and kept[-1])
+        # the backward reads the sampling and the columns again: keep them for it, with
+        # copies of the inputs they come from (a few per cent of the columns' size)
+        inputs = [a.copy() for a in xs[:4 if self.has_mask else 3]]
+        self._kept = (inputs, first, weights, bilinear, mask, image, columns)
+        columns = columns.reshape(grid.batch, grid.dg, grid.p, grid.k, -1)
         y = xp.matmul(self._weight_matrix(xs[1]), self._to_gemm(xp, columns).swapaxes(-1, -2))
         y = y.reshape(grid.batch, -1, grid.p)
         if self.has_bias:
             y += xs[-1].reshape(-1, 1)
         return (y.reshape(self.y_shape),)
 
+    def _kept_for(self, xp, xs):
+        """What the forward on these inputs kept, computed again where they changed since
+        (their data set between the forward and the backward, or no forward ran)."""
+        kept = getattr(self, "_kept", None)
+        inputs = xs[:4 if self.has_mask else 3]
+        if kept is None or len(kept[0]) != len(inputs) or not all(
+                a.shape == b.shape and bool(xp.array_equal(a, b))
+                for a, b in zip(kept[0], inputs)):
+            first, weights, bilinear, mask = self._sampling(xp, xs)
+            image = self._image(xp, xs[0], self.outputs[0].dtype)
+            kept = (inputs, first, weights, bilinear, mask, image,
+                    self._columns(xp, image, first, weights, None))
+        return kept[1:]
+
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         grid = self.grid
-        x, w = xs[0], xs[1]
+        w = xs[1]
         gy = gys[0].reshape(grid.batch, self.group, -1, grid.p)
         grads = [None] * len(xs)
         if self.has_bias and need_grads[-1]:
             grads[-1] = gy.sum(axis=(0, 3)).reshape(-1)
         if not any(need_grads[:4 if self.has_mask else 3]):
             return tuple(grads)
-        rows, bilinear, mask = self._sampling(xp, xs)
-        weights = bilinear.weights(mask)
-        image = grid.image_rows(xp, x.reshape(grid.batch, grid.channels, *self.shapes[0][-2:]))
-        columns, corners = self._columns(xp, image, rows, weights)
+        first, weights, bilinear, mask, image, columns = self._kept_for(xp, xs)
         if need_grads[1]:
-            gw = xp.matmul(gy, self._to_gemm(xp, columns)).sum(axis=0)
+            gemm = self._to_gemm(xp, columns.reshape(grid.batch, grid.dg, grid.p, grid.k, -1))
+            gw = xp.matmul(gy, gemm).sum(axis=0)
             oc, cg = self.shapes[1][:2]
             grads[1] = gw.reshape(self.group, oc // self.group, grid.k, cg).transpose(
                 0, 1, 3, 2).reshape(self.shapes[1])
@@ -327,13 +389,17 @@ class DeformableConvolution(Function):
         need_mask = self.has_mask and need_grads[3]
         if not (need_x or need_offset or need_mask):
             return tuple(grads)
-        gcolumns = self._from_gemm(xp, xp.matmul(gy.swapaxes(-1, -2),
-                                                 self._weight_matrix(w)))
-        if need_x:
-            grads[0] = self._image_grad(xp, gcolumns, rows, weights, image.shape).reshape(
-                self.shapes[0])
+        wm = self._weight_matrix(w)
+        gemm = workspace(xp, gy.shape[:2] + (grid.p, wm.shape[-1]),
+                         np.result_type(gy.dtype, wm.dtype), 1)
+        gcolumns = self._from_gemm(xp, xp.matmul(gy.swapaxes(-1, -2), wm, out=gemm))
+        gcolumns = gcolumns.reshape(columns.shape)
         if need_offset or need_mask:
-            dots = [(gcolumns * c).sum(axis=-1) for c in corners]
+            dots = xp.empty((first.size, 4), gcolumns.dtype)
+            for chunk in self._chunks(xp, *gcolumns.shape):
+                _einsum(xp, "skc,sc->sk", self._corners(xp, image, first, chunk),
+                        gcolumns[chunk], dots[chunk])
+            dots = [dots[:, c].reshape(bilinear.lh.shape) for c in range(4)]
             if need_offset:
                 along = [sum(d * a for d, a in zip(dots, part(bilinear)))
                          for part in (_Bilinear.along_h, _Bilinear.along_w)]
@@ -342,20 +408,29 @@ class DeformableConvolution(Function):
             if need_mask:
                 gmask = sum(d * wt for d, wt in zip(dots, bilinear.weights(1)))
                 grads[3] = grid.to_inputs(xp, gmask[None], 1, gmask.dtype).reshape(self.shapes[3])
+        if need_x:
+            grads[0] = self._image_grad(xp, gcolumns, first, weights).reshape(self.shapes[0])
         return tuple(grads)
 
-    def _image_grad(self, xp, gcolumns, rows, weights, image_shape):
+    def _image_grad(self, xp, gcolumns, first, weights):
         """col2im of the deformable columns: each corner's weighted column gradient added
         into its row of the padded image, then the padding dropped."""
-        grid, cdg = self.grid, image_shape[1]
-        image = xp.zeros(image_shape, gcolumns.dtype)
+        grid, cdg = self.grid, gcolumns.shape[1]
+        image = xp.zeros((grid.batch * grid.dg * grid.padded[0] * grid.padded[1], cdg),
+                         gcolumns.dtype)
         flat = image.reshape(-1)
         # one flat index (NumPy's fast add.at) for the top-left corners; the other corners
         # lie a fixed number of rows further, so they add into views of the image shifted so
-        index = (rows[0][:, None] * cdg + xp.arange(cdg)).reshape(-1)
-        wp = grid.padded[1]
-        for shift, wt in zip((0, 1, wp, wp + 1), weights):
-            add_at(xp, flat[shift * cdg:], index, (gcolumns * wt[..., None]).reshape(-1))
+        # (in chunks that stay in the cache)
+        for chunk in self._chunks(xp, *gcolumns.shape):
+            n = chunk.stop - chunk.start
+            index = workspace(xp, (n, cdg), first.dtype, 2)
+            xp.add((first[chunk] * cdg)[:, None], xp.arange(cdg), out=index)
+            index = index.reshape(-1)
+            values = workspace(xp, (4, n, cdg), gcolumns.dtype, 3)
+            xp.multiply(weights[chunk].T[:, :, None], gcolumns[chunk], out=values)
+            for shift, v in zip(grid.shifts, values):
+                add_at(xp, flat[shift * cdg:], index, v.reshape(-1))
         return grid.image_back(image)
 
     # -- the same as a graph, for the graph backward --------------------------------------
