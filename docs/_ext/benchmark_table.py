@@ -114,6 +114,45 @@ def training(directory: Path) -> list[Row]:
     return rows
 
 
+def families(directory: Path) -> list[Row]:
+    """The function families added last (issue 28), each against its reference."""
+    st, wg, d = (Results(n, directory) for n in ("stft", "warp_by_grid", "deformable"))
+    det, c = Results("detection", directory), Results("compression", directory)
+    rows = [
+        Row("F.stft forward + backward, batch 8 x 16000 samples, n_fft 512, hop 128, 1 thread",
+            span(runs_of(st("dpnb", "runs"), "step_s"), ms),
+            "PyTorch CPU, torch.stft: " + span(runs_of(st("torch", "runs"), "step_s"), ms),
+            x(st("ratio_time")) + " time", "≤ 2x", "python benchmarks/stft.py --record",
+            st.name),
+        Row("F.warp_by_grid forward + backward, bilinear, batch 8, 32 x 64x64, 1 thread",
+            span(runs_of(wg("dpnb", "runs"), "step_s"), ms),
+            "PyTorch CPU, grid_sample: " + span(runs_of(wg("torch", "runs"), "step_s"), ms),
+            x(wg("ratio_time")) + " time", "≤ 2x",
+            "python benchmarks/warp_by_grid.py --record", wg.name),
+        Row("F.deformable_convolution forward + backward, batch 8, 64 -> 64, 3x3, 32x32, "
+            "1 thread", span(runs_of(d("deformable", "runs"), "step_s"), ms),
+            "dpnb's F.convolution, same shape: "
+            + span(runs_of(d("convolution", "runs"), "step_s"), ms),
+            x(d("ratio_time")) + " time", "≤ 3x", "python benchmarks/deformable.py --record",
+            d.name),
+    ]
+    for key, what in (("roi_align", "F.roi_align forward + backward, 256 boxes, 7x7"),
+                      ("nms_detection2d", "F.nms_detection2d, YOLOv2 output 4 x 845 x 85"),
+                      ("onnx_nms", "F.onnx_non_max_suppression, 1000 boxes, 20 classes")):
+        rows.append(Row(what + ", 1 thread", ms(det("dpnb", key)),
+                        f"nnabla {det('nnabla_version')} CPU: {ms(det('nnabla', key))}",
+                        x(det("ratio_time", key)) + " time", "—",
+                        "python benchmarks/detection.py --nnabla-python PYTHON --record",
+                        det.name))
+    rows.append(Row("fixed-point quantized CNN train step (PF.fixed_point_quantized_*), "
+                    "1 thread", span(runs_of(c("dpnb", "runs"), "step_s"), ms),
+                    "PyTorch CPU, same quantization: "
+                    + span(runs_of(c("torch", "runs"), "step_s"), ms),
+                    x(c("ratio_time")) + " time", "—",
+                    "python benchmarks/compression.py --record", c.name))
+    return rows
+
+
 def solver_and_files(directory: Path) -> list[Row]:
     u = Results("solver_update", directory)
     f = Results("fileio", directory)
@@ -251,6 +290,7 @@ def against_revision(directory: Path) -> list[Row]:
 
 SECTIONS = {
     "training": training,
+    "families": families,
     "solver-files": solver_and_files,
     "allreduce": allreduce,
     "cluster": cluster,
