@@ -153,6 +153,22 @@ def _scatter(xp, g, corners: list[_Corner], index, weights, gy_rows) -> None:
 _ROUNDS = 8
 
 
+def _transposed(xp, a):
+    """``a`` (B, P, Q) as a new contiguous (B, Q, P).  On NumPy the copy goes in slabs of
+    P: one copy walks the source with a stride of a whole row of Q, and a power-of-two
+    stride (Q = 4096 floats) makes its reads evict each other from the cache; slabs of
+    at least 8 rows and about 32 KiB stay in it (32 x 4096 float32: 0.47 ms against 0.96
+    whole, (4096, 32) back: 0.33 against 0.63, on the shared machine)."""
+    if xp is not np:
+        return xp.ascontiguousarray(a.transpose(0, 2, 1))
+    batch, p, q = a.shape
+    out = np.empty((batch, q, p), a.dtype)
+    step = max(8, 32768 // max(1, q * a.itemsize))
+    for i in range(0, p, step):
+        np.copyto(out[:, :, i:i + step], a[:, i:i + step].transpose(0, 2, 1))
+    return out
+
+
 def _position_grads(xp, dots, axes: list[_Axis], corners: list[_Corner]) -> list:
     """The gradient of each axis's coordinate input at every point (flat), from ``dots``
     (M, K): each corner's source row times the point's output gradient, summed over
@@ -201,15 +217,15 @@ class _Warp(Function):
         """An image (channels first or last) as rows of channels: (B * prod(spatial), C)."""
         if self.channel_last:
             return a.reshape(-1, self.channels)
-        moved = a.reshape(self.batch, self.channels, -1).transpose(0, 2, 1)
-        return xp.ascontiguousarray(moved).reshape(-1, self.channels)
+        return _transposed(xp, a.reshape(self.batch, self.channels, -1)).reshape(
+            -1, self.channels)
 
     def _image(self, xp, rows, spatial):
         """Rows of channels back to an image of the input's layout."""
         if self.channel_last:
             return rows.reshape(self._shape(spatial))
-        moved = rows.reshape(self.batch, -1, self.channels).transpose(0, 2, 1)
-        return xp.ascontiguousarray(moved).reshape(self._shape(spatial))
+        moved = _transposed(xp, rows.reshape(self.batch, -1, self.channels))
+        return moved.reshape(self._shape(spatial))
 
     def _shape(self, spatial):
         if self.channel_last:
