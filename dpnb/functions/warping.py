@@ -5,9 +5,9 @@ its pixels moved by a flow, bilinearly with clamped indices), as nnabla's.
 
 warp_by_grid and warp_by_flow share one sampler: every sampled point reads the
 source at the 2^d corners around it (one for nearest), each with a weight; the source is
-read as rows of channels (``take`` of whole rows) and the data gradient is summed back
-with one 1-D ``add.at`` per channel (on NumPy; whole rows added with ``add_at`` on
-CuPy).  Their gradients are those of the forward with the corners' indices held fixed,
+read as rows of channels (one ``take`` of whole rows for all corners) and the data
+gradient is summed back as whole rows too, in rounds of distinct targets (on NumPy;
+``add_at`` of whole rows on CuPy).  Their gradients are those of the forward with the corners' indices held fixed,
 as nnabla's; the graph backward (second order) differentiates the same computation
 built from dpnb functions."""
 from __future__ import annotations
