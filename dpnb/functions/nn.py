@@ -257,15 +257,30 @@ class _Geometry:
     def _grouped(self, gy):
         return gy.reshape(self.batch, self.group, self.out_channels // self.group, -1)
 
+    def output_rows(self, gy):
+        """gy (B, OC, *out_size) as rows (B * prod(out_size), OC): a channel-minor copy."""
+        rows = gy.reshape(self.batch, self.out_channels, -1).transpose(0, 2, 1)
+        return rows.reshape(-1, self.out_channels)
+
+    def minor_weight_grad(self, xp, x, gy_rows):
+        """The weight's gradient from the output gradient's rows: one product over the
+        batch of channel-minor columns, as a (transposed) view of (OC, C, *kernel)."""
+        gw = gy_rows.T @ self.minor_patches(xp, x.reshape(self.x_shape))
+        gw = gw.reshape((self.out_channels,) + self.kernel + (self.channels,))
+        return gw.transpose(0, gw.ndim - 1, *range(1, gw.ndim - 1))
+
+    def minor_input_grad(self, xp, w, gy_rows):
+        """The input's gradient from the output gradient's rows, by channel-minor col2im."""
+        w_rows = self.channel_minor_weight(w)
+        columns = workspace(xp, (gy_rows.shape[0], w_rows.shape[1]), gy_rows.dtype)
+        xp.matmul(gy_rows, w_rows, out=columns)
+        return self.minor_patches.add_to_image(xp, columns)
+
     def weight_grad(self, xp, x, gy):
-        """The weight's gradient: one product over the batch of channel-minor columns, or
-        per-sample products summed over the batch (no transposed copy of the columns)."""
+        """The weight's gradient: by channel-minor columns, or per-sample products summed
+        over the batch (no transposed copy of the columns)."""
         if self.minor_patches is not None:
-            columns = self.minor_patches(xp, x.reshape(self.x_shape))
-            gy_rows = gy.reshape(self.batch, self.out_channels, -1).transpose(1, 0, 2)
-            gw = gy_rows.reshape(self.out_channels, -1) @ columns
-            gw = gw.reshape((self.out_channels,) + self.kernel + (self.channels,))
-            return xp.ascontiguousarray(gw.transpose(0, gw.ndim - 1, *range(1, gw.ndim - 1)))
+            return self.minor_weight_grad(xp, x, self.output_rows(gy))
         columns = self.columns(xp, x)
         gw = xp.matmul(self._grouped(gy), columns.swapaxes(-1, -2)).sum(axis=0)
         return gw.reshape(self.w_shape)
@@ -273,12 +288,7 @@ class _Geometry:
     def input_grad(self, xp, w, gy):
         """The input's gradient (B, C, *size), by col2im, or for stride 1 as a convolution."""
         if self.minor_patches is not None:
-            gy_rows = gy.reshape(self.batch, self.out_channels, -1).transpose(0, 2, 1)
-            w_rows = self.channel_minor_weight(w)
-            columns = workspace(xp, (gy_rows.shape[0] * gy_rows.shape[1], w_rows.shape[1]),
-                                gy.dtype)
-            xp.matmul(gy_rows.reshape(-1, self.out_channels), w_rows, out=columns)
-            return self.minor_patches.add_to_image(xp, columns)
+            return self.minor_input_grad(xp, w, self.output_rows(gy))
         gy = self._grouped(gy)
         if self.unit_stride and not self.pointwise:
             return xp.matmul(self.flip(w), self.output_grad_columns(xp, gy)).reshape(self.x_shape)
@@ -290,7 +300,8 @@ class _Geometry:
 
     def grads(self, xp, x, w, gy, need_x: bool, need_w: bool):
         """Both gradients; for stride 1 from one set of columns, of gy (no col2im, and no
-        columns of x).  Otherwise the weight's first: the input's reuses the workspace."""
+        columns of x); with channel-minor columns from one copy of gy as rows.  Otherwise
+        the weight's first: the input's reuses the workspace."""
         if need_x and need_w and self.unit_stride and not self.pointwise:
             b, c, g = self.batch, self.channels, self.group
             columns = self.output_grad_columns(xp, self._grouped(gy))
@@ -298,6 +309,10 @@ class _Geometry:
             gw = self.flip(gw.reshape((c, self.out_channels // g) + self.kernel))
             gx = xp.matmul(self.flip(w), columns).reshape(self.x_shape)
             return gx, gw.reshape(self.w_shape)
+        if need_x and need_w and self.minor_patches is not None:
+            gy_rows = self.output_rows(gy)  # both take the output gradient as rows
+            return (self.minor_input_grad(xp, w, gy_rows),
+                    self.minor_weight_grad(xp, x, gy_rows))
         gw = self.weight_grad(xp, x, gy) if need_w else None
         gx = self.input_grad(xp, w, gy) if need_x else None
         return gx, gw
