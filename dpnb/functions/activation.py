@@ -73,6 +73,30 @@ def elu(x: Variable, alpha: float = 1.0, n_outputs: int = -1, outputs=None) -> V
     return ELU(alpha)(x)
 
 
+def _leaky_slope(xp, x, alpha: float):
+    """Leaky ReLU's derivative: 1 where x > 0, alpha elsewhere, exactly (by arithmetic:
+    xp.where is ten times slower in NumPy)."""
+    positive = x > 0
+    return positive + xp.asarray(alpha, x.dtype) * ~positive
+
+
+class LeakyReLUSlope(Function):
+    """Leaky ReLU's derivative at x, for its backward as a graph: it only scales the
+    gradient, and carries none itself."""
+
+    no_nnabla_spec = "a part of LeakyReLU's backward graph"
+    differentiable = False
+
+    def __init__(self, alpha: float):
+        self.alpha = alpha
+
+    def output_specs(self, inputs):
+        return [(inputs[0].shape, inputs[0].dtype)]
+
+    def forward_arrays(self, xp, xs):
+        return (_leaky_slope(xp, xs[0], self.alpha),)
+
+
 class LeakyReLU(Unary):
     """x for x > 0, alpha * x otherwise."""
 
@@ -82,7 +106,6 @@ class LeakyReLU(Unary):
     def __init__(self, alpha: float):
         self.alpha = alpha
 
-    # Both passes avoid xp.where, which is ten times slower than arithmetic in NumPy.
     def forward_arrays(self, xp, xs):
         (x,) = xs
         # x > 0 picks x exactly where x is the larger of x and alpha x, for alpha <= 1
@@ -90,9 +113,10 @@ class LeakyReLU(Unary):
         return (larger(x, self.alpha * x),)
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
-        (x,), (gy,) = xs, gys
-        positive = x > 0
-        return (gy * positive + (self.alpha * gy) * ~positive,)
+        return (gys[0] * _leaky_slope(xp, xs[0], self.alpha),)
+
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        return [gys[0] * LeakyReLUSlope(self.alpha)(xs[0])]
 
 
 def leaky_relu(x: Variable, alpha: float = 0.1, inplace: bool = False,
