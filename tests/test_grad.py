@@ -456,6 +456,32 @@ def test_gradient_stops_where_need_grad_is_cut():
     np.testing.assert_allclose(g.d, np.sin(A) * np.cos(A))
 
 
+def test_backward_skips_the_functions_no_gradient_reaches():
+    """A gradient graph reads the network's forward only through non-differentiable
+    functions (the seed of ones): the backward of a loss on the gradient runs none of the
+    forward's functions (a gradient penalty's critic), and gives the right gradient."""
+    x = _variables([A])[0]
+    (g,) = nn.grad([F.sin(x)], [x])
+    loss = F.sum(g)
+    loss.forward()
+    ran = []
+    x.grad.zero()
+    loss.backward(function_pre_hook=lambda f: ran.append(f.info.type_name))
+    assert "Sin" not in ran and ran
+    np.testing.assert_allclose(x.g, -np.sin(A), rtol=1e-12)
+
+
+def test_a_branch_only_non_differentiable_functions_read_passes_no_nan_back():
+    """clip_grad_by_norm read only by a comparison gets no gradient; its backward, run on
+    zeros, would divide 0 by a norm of 0."""
+    x = nn.Variable.from_numpy_array(np.array([1.0, -2.0, 3.0]), need_grad=True)
+    loss = F.sum(x * 2.0) + F.sum(F.greater_scalar(F.clip_grad_by_norm(x, 1.0), 0.0))
+    loss.forward()
+    x.grad.zero()
+    loss.backward()
+    np.testing.assert_array_equal(x.g, [2.0, 2.0, 2.0])
+
+
 def test_grad_wrt_an_intermediate_differentiates_below_it_only():
     x = _variables([A])[0]
     h = F.exp(x)

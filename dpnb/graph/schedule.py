@@ -197,9 +197,10 @@ class Schedule:
         for fn in self.order:
             for y in fn.outputs:
                 slots[id(y)] = len(slots)
+        reached = self._reached_by_gradients()
         plan = []
         for fn in reversed(self.order):
-            if not any(needs[id(y)] for y in fn.outputs):
+            if not any(needs[id(y)] and id(y) in reached for y in fn.outputs):
                 continue
             need_grads = [needs[id(x)] for x in fn.inputs]
             targets = []
@@ -214,6 +215,17 @@ class Schedule:
             plan.append((fn, fn.outputs, [y.grad for y in fn.outputs],
                          [slots[id(y)] for y in fn.outputs], need_grads, targets))
         return plan, slots
+
+    def _reached_by_gradients(self) -> set[int]:
+        """The variables a gradient can reach from the roots, through differentiable
+        functions.  The others (those only non-differentiable functions read: the forward
+        of the network a gradient graph was taken from, say) would only ever pass zeros
+        back: their functions' backward is skipped."""
+        reached = set(self.root_ids)
+        for fn in reversed(self.order):
+            if fn.differentiable and any(id(y) in reached for y in fn.outputs):
+                reached.update(id(x) for x in fn.inputs)
+        return reached
 
     def backward(self, root, seed, clear_buffer: bool, callbacks: list,
                  pre: Callable | None, post: Callable | None, made_seed: bool = False) -> None:
