@@ -38,7 +38,7 @@ def dpnb_worker(steps: int) -> dict:
                                             name=f"conv{i}"), SLOPE)
         return PF.affine(h, 1, name="fc")
 
-    rng = np.random.RandomState(0)
+    rng = np.random.default_rng(0)  # float32 draws, as torch.randn's
     real, fake = nn.Variable((BATCH, CHANNELS, SIZE, SIZE)), nn.Variable((BATCH, CHANNELS, SIZE, SIZE))
     x_hat = nn.Variable((BATCH, CHANNELS, SIZE, SIZE), need_grad=True)
     (grad_x,) = nn.grad([critic(x_hat)], [x_hat])
@@ -49,8 +49,9 @@ def dpnb_worker(steps: int) -> dict:
     solver.set_parameters(nn.get_parameters())
 
     def step(loss):
-        real.d, fake.d = rng.randn(*real.shape), rng.randn(*fake.shape)
-        alpha = rng.rand(BATCH, 1, 1, 1)
+        real.d = rng.standard_normal(real.shape, np.float32)
+        fake.d = rng.standard_normal(fake.shape, np.float32)
+        alpha = rng.random((BATCH, 1, 1, 1), np.float32)
         x_hat.d = alpha * real.d + (1 - alpha) * fake.d
         loss.forward(clear_no_need_grad=True)
         solver.zero_grad()
