@@ -14,10 +14,9 @@ that of the kernels.  ``--record`` writes them to benchmarks/results/compression
 """
 from __future__ import annotations
 
-import json
-import statistics
 
-from timing import alternate_workers, output_of, worker_parser
+from timing import (add_ratios, alternate_workers, median_figures, output_of,
+                    serve_as_worker, worker_parser)
 
 from dpnb.testing import median_seconds
 
@@ -124,27 +123,19 @@ def torch_worker(steps: int) -> dict:
 def main() -> None:
     args = worker_parser(__doc__, "compression").parse_args()
     output = output_of(args)
-    if args.worker:
-        worker = dpnb_worker if args.worker == "dpnb" else torch_worker
-        print(json.dumps(worker(args.steps)))
+    if serve_as_worker(args, dpnb_worker, torch_worker):
         return
 
     runs = alternate_workers(__file__, args.runs, args.steps)
-    result = {name: {key: statistics.median(r[key] for r in rs)
-                     for key in ("step_s", "plain_s")} | {"runs": rs}
-              for name, rs in runs.items()}
+    result = median_figures(runs, ("step_s", "plain_s"))
     print(f"fixed-point quantized CNN step, batch {BATCH}, {SIZE}x{SIZE}, maps {MAPS}, "
           f"1 thread, median of {args.runs} runs x {args.steps} steps")
     print(f"{'':8} {'quantized ms':>13} {'plain ms':>9}")
     for name, r in result.items():
         print(f"{name:8} {1e3 * r['step_s']:13.1f} {1e3 * r['plain_s']:9.1f}")
-    if "torch" in result:
-        result["ratio_time"] = result["dpnb"]["step_s"] / result["torch"]["step_s"]
-        result["ratio_plain"] = result["dpnb"]["plain_s"] / result["torch"]["plain_s"]
+    if add_ratios(result, ratio_time="step_s", ratio_plain="plain_s"):
         print(f"dpnb / torch: quantized step {result['ratio_time']:.2f}x, plain step of the "
               f"same network {result['ratio_plain']:.2f}x")
-    else:
-        print("PyTorch is not installed: `pip install torch==2.13.0` adds the reference")
     output.write(result, indent=2)
 
 

@@ -12,10 +12,9 @@ benchmarks/results/gradient_penalty.json, ``--json PATH`` to PATH.
 """
 from __future__ import annotations
 
-import json
-import statistics
 
-from timing import alternate_workers, output_of, worker_parser
+from timing import (add_ratios, alternate_workers, median_figures, output_of,
+                    serve_as_worker, worker_parser)
 
 from dpnb.testing import median_seconds
 
@@ -98,28 +97,19 @@ def torch_worker(steps: int) -> dict:
 def main() -> None:
     args = worker_parser(__doc__, "gradient_penalty").parse_args()
     output = output_of(args)
-    if args.worker:
-        worker = dpnb_worker if args.worker == "dpnb" else torch_worker
-        print(json.dumps(worker(args.steps)))
+    if serve_as_worker(args, dpnb_worker, torch_worker):
         return
 
     runs = alternate_workers(__file__, args.runs, args.steps)
-    result = {name: {key: statistics.median(r[key] for r in rs)
-                     for key in ("step_s", "first_order_s")} | {"runs": rs}
-              for name, rs in runs.items()}
+    result = median_figures(runs, ("step_s", "first_order_s"))
     print(f"WGAN-GP critic step, batch {BATCH}, {SIZE}x{SIZE}, maps {MAPS}, 1 thread, "
           f"median of {args.runs} runs x {args.steps} steps")
     print(f"{'':8} {'penalty ms':>11} {'first order ms':>15}")
     for name, r in result.items():
         print(f"{name:8} {1e3 * r['step_s']:11.1f} {1e3 * r['first_order_s']:15.1f}")
-    if "torch" in result:
-        result["ratio_time"] = result["dpnb"]["step_s"] / result["torch"]["step_s"]
-        result["ratio_first_order"] = (result["dpnb"]["first_order_s"]
-                                       / result["torch"]["first_order_s"])
+    if add_ratios(result, ratio_time="step_s", ratio_first_order="first_order_s"):
         print(f"dpnb / torch: gradient-penalty step {result['ratio_time']:.2f}x (target <= 1.5), "
               f"first-order step of the same critic {result['ratio_first_order']:.2f}x")
-    else:
-        print("PyTorch is not installed: `pip install torch==2.13.0` adds the reference")
     output.write(result, indent=2)
 
 

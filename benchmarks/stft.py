@@ -11,10 +11,9 @@ to benchmarks/results/stft.json, ``--json PATH`` to PATH.
 """
 from __future__ import annotations
 
-import json
-import statistics
 
-from timing import alternate_workers, output_of, worker_parser
+from timing import (add_ratios, alternate_workers, median_figures, output_of,
+                    serve_as_worker, worker_parser)
 
 from dpnb.testing import median_seconds
 
@@ -83,27 +82,19 @@ def torch_worker(steps: int) -> dict:
 def main() -> None:
     args = worker_parser(__doc__, "stft").parse_args()
     output = output_of(args)
-    if args.worker:
-        worker = dpnb_worker if args.worker == "dpnb" else torch_worker
-        print(json.dumps(worker(args.steps)))
+    if serve_as_worker(args, dpnb_worker, torch_worker):
         return
 
     runs = alternate_workers(__file__, args.runs, args.steps)
-    result = {name: {key: statistics.median(r[key] for r in rs)
-                     for key in ("step_s", "forward_s")} | {"runs": rs}
-              for name, rs in runs.items()}
+    result = median_figures(runs, ("step_s", "forward_s"))
     print(f"STFT, batch {BATCH} x {SAMPLES} samples, n_fft {N_FFT}, hop {HOP}, Hann, centred "
           f"(reflect), 1 thread, median of {args.runs} runs x {args.steps} steps")
     print(f"{'':8} {'forward+backward ms':>20} {'forward ms':>11}")
     for name, r in result.items():
         print(f"{name:8} {1e3 * r['step_s']:20.2f} {1e3 * r['forward_s']:11.2f}")
-    if "torch" in result:
-        result["ratio_time"] = result["dpnb"]["step_s"] / result["torch"]["step_s"]
-        result["ratio_forward"] = result["dpnb"]["forward_s"] / result["torch"]["forward_s"]
+    if add_ratios(result, ratio_time="step_s", ratio_forward="forward_s"):
         print(f"dpnb / torch: forward and backward {result['ratio_time']:.2f}x (target <= 2), "
               f"forward {result['ratio_forward']:.2f}x")
-    else:
-        print("PyTorch is not installed: `pip install torch==2.13.0` adds the reference")
     output.write(result, indent=2)
 
 

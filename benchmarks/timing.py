@@ -8,8 +8,10 @@ import argparse
 import dataclasses
 import json
 import os
+import statistics
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 # dpnb is imported where it is used: tutorial_step.py's nnabla worker, whose Python has no
@@ -92,6 +94,35 @@ def alternate_workers(script: str, runs: int, steps: int) -> dict[str, list[dict
         for name in frameworks:
             results[name].append(run_worker(script, name, "--steps", str(steps)))
     return results
+
+
+def serve_as_worker(args: argparse.Namespace, dpnb_worker: Callable[[int], dict],
+                    torch_worker: Callable[[int], dict]) -> bool:
+    """In a ``--worker`` process (``run_worker`` starts them): run that framework's worker
+    for ``args.steps`` steps, print its figures as the JSON line ``run_worker`` reads, and
+    return True; False in the benchmark's own process."""
+    if not args.worker:
+        return False
+    worker = dpnb_worker if args.worker == "dpnb" else torch_worker
+    print(json.dumps(worker(args.steps)))
+    return True
+
+
+def median_figures(runs: dict[str, list[dict]], keys: Sequence[str]) -> dict:
+    """Per framework, the median over its runs of each figure in ``keys``, with the runs."""
+    return {name: {key: statistics.median(r[key] for r in rs) for key in keys} | {"runs": rs}
+            for name, rs in runs.items()}
+
+
+def add_ratios(result: dict, **figures: str) -> bool:
+    """Where PyTorch ran, dpnb's median of each figure over PyTorch's, under the name given
+    (``ratio_time="step_s"``), and True; else say how to add the reference, and False."""
+    if "torch" not in result:
+        print("PyTorch is not installed: `pip install torch==2.13.0` adds the reference")
+        return False
+    for ratio, key in figures.items():
+        result[ratio] = result["dpnb"][key] / result["torch"][key]
+    return True
 
 
 def run_worker(script: str, *args: str) -> dict:

@@ -10,12 +10,11 @@ benchmarks/results/train_step.json, ``--json PATH`` to PATH.
 """
 from __future__ import annotations
 
-import json
 import os
 import resource
-import statistics
 
-from timing import alternate_workers, dpnb_adam_step_seconds, output_of, worker_parser
+from timing import (add_ratios, alternate_workers, dpnb_adam_step_seconds,
+                    median_figures, output_of, serve_as_worker, worker_parser)
 
 from dpnb.testing import median_seconds
 
@@ -91,27 +90,19 @@ def torch_worker(steps: int) -> dict:
 def main() -> None:
     args = worker_parser(__doc__, "train_step").parse_args()
     output = output_of(args)
-    if args.worker:
-        worker = dpnb_worker if args.worker == "dpnb" else torch_worker
-        print(json.dumps(worker(args.steps)))
+    if serve_as_worker(args, dpnb_worker, torch_worker):
         return
 
     runs = alternate_workers(__file__, args.runs, args.steps)
-    result = {name: {"step_s": statistics.median(r["step_s"] for r in rs),
-                     "peak_mib": statistics.median(r["peak_mib"] for r in rs),
-                     "runs": rs} for name, rs in runs.items()}
+    result = median_figures(runs, ("step_s", "peak_mib"))
     print(f"ResNet-23 train step, batch {BATCH}, nmaps {NMAPS}, 1 thread, "
           f"median of {args.runs} runs x {args.steps} steps")
     print(f"{'':8} {'step ms':>9} {'peak MiB':>9}")
     for name, r in result.items():
         print(f"{name:8} {1e3 * r['step_s']:9.1f} {r['peak_mib']:9.1f}")
-    if "torch" in result:
-        result["ratio_time"] = result["dpnb"]["step_s"] / result["torch"]["step_s"]
-        result["ratio_memory"] = result["dpnb"]["peak_mib"] / result["torch"]["peak_mib"]
+    if add_ratios(result, ratio_time="step_s", ratio_memory="peak_mib"):
         print(f"dpnb / torch: time {result['ratio_time']:.2f}x (target <= 1.5), "
               f"memory {result['ratio_memory']:.2f}x (target <= 1.5)")
-    else:
-        print("PyTorch is not installed: `pip install torch==2.13.0` adds the reference")
     output.write(result, indent=2)
 
 
