@@ -33,6 +33,22 @@ def _check_group(fn_name: str, inmaps: int, outmaps: int, group: int) -> None:
                         f"must both be divisible by group ({group})")
 
 
+def _convolution_parameters(fn_name: str, inp: Variable, outmaps: int, kernel, base_axis: int,
+                            channel_last: bool, group: int, w_init: Init, b_init: Init,
+                            rng, fix_parameters: bool, with_bias: bool, apply_w, apply_b):
+    """A convolution layer's W (outmaps, inmaps/group, *kernel; channels last with
+    ``channel_last``), Glorot-uniform by default, and b (outmaps), after the checks."""
+    kernel = int_tuple(f"PF.{fn_name}", "kernel", kernel, None, 1, 1)
+    inmaps = _channels(fn_name, inp, kernel, base_axis, channel_last)
+    outmaps = int(outmaps)
+    _check_group(fn_name, inmaps, outmaps, group)
+    filter_shape = kernel + (inmaps // group,) if channel_last else (inmaps // group,) + kernel
+    if w_init is None:
+        w_init = UniformInitializer(calc_uniform_lim_glorot(inmaps, outmaps, kernel), rng=rng)
+    return weight_and_bias(fn_name, (outmaps,) + filter_shape, (outmaps,), w_init, b_init,
+                           fix_parameters, with_bias, apply_w, apply_b)
+
+
 def convolution(inp: Variable, outmaps: int, kernel: Sequence[int], pad=None, stride=None,
                 dilation=None, group: int = 1, channel_last: bool = False,
                 w_init: Init = None, b_init: Init = None, base_axis: int = 1,
@@ -43,15 +59,9 @@ def convolution(inp: Variable, outmaps: int, kernel: Sequence[int], pad=None, st
     last with ``channel_last``) and ``conv/b`` (outmaps), Glorot-uniform
     (``calc_uniform_lim_glorot(inmaps, outmaps, kernel)``) and zero by default."""
     with scope(name, "conv"):
-        kernel = int_tuple("PF.convolution", "kernel", kernel, None, 1, 1)
-        inmaps = _channels("convolution", inp, kernel, base_axis, channel_last)
-        outmaps = int(outmaps)
-        _check_group("convolution", inmaps, outmaps, group)
-        filter_shape = kernel + (inmaps // group,) if channel_last else (inmaps // group,) + kernel
-        if w_init is None:
-            w_init = UniformInitializer(calc_uniform_lim_glorot(inmaps, outmaps, kernel), rng=rng)
-        w, b = weight_and_bias("convolution", (outmaps,) + filter_shape, (outmaps,), w_init,
-                                b_init, fix_parameters, with_bias, apply_w, apply_b)
+        w, b = _convolution_parameters("convolution", inp, outmaps, kernel, base_axis,
+                                       channel_last, group, w_init, b_init, rng, fix_parameters,
+                                       with_bias, apply_w, apply_b)
         return F.convolution(inp, w, b, base_axis, pad, stride, dilation, group, channel_last)
 
 
@@ -68,15 +78,9 @@ def deformable_convolution(inp: Variable, outmaps: int, kernel: Sequence[int], o
     (outmaps), Glorot-uniform and zero by default; ``offset`` and ``mask`` come from
     another layer."""
     with scope(name, "deformable_conv"):
-        kernel = int_tuple("PF.deformable_convolution", "kernel", kernel, None, 1, 1)
-        inmaps = _channels("deformable_convolution", inp, kernel, base_axis, channel_last)
-        outmaps = int(outmaps)
-        _check_group("deformable_convolution", inmaps, outmaps, group)
-        filter_shape = kernel + (inmaps // group,) if channel_last else (inmaps // group,) + kernel
-        if w_init is None:
-            w_init = UniformInitializer(calc_uniform_lim_glorot(inmaps, outmaps, kernel), rng=rng)
-        w, b = weight_and_bias("deformable_convolution", (outmaps,) + filter_shape, (outmaps,),
-                               w_init, b_init, fix_parameters, with_bias, apply_w, apply_b)
+        w, b = _convolution_parameters("deformable_convolution", inp, outmaps, kernel,
+                                       base_axis, channel_last, group, w_init, b_init, rng,
+                                       fix_parameters, with_bias, apply_w, apply_b)
         return F.deformable_convolution(inp, w, offset, mask, b, base_axis, pad, stride,
                                         dilation, group, deformable_group, channel_last)
 
