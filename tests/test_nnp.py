@@ -328,8 +328,8 @@ def stateful_network(v):
                   + F.rand_gamma(2.0, 0.5, (2, 3), seed=6)),
         "choice": F.random_choice(a, pos, shape=(3,), replace=True, seed=7),
         "crop": F.random_crop(x, (2, 3), base_axis=1, seed=8),
-        "flip": F.random_flip(x, axes=(2, 3), seed=9),
-        "shift": F.random_shift(x, (0, 0, 1, 1), border_mode="reflect", seed=10),
+        "random_flip": F.random_flip(x, axes=(2, 3), seed=9),
+        "random_shift": F.random_shift(x, (0, 0, 1, 1), border_mode="reflect", seed=10),
         "erase": F.random_erase(x, prob=0.9, n=2, seed=11),
         "nonzero": F.nonzero(F.greater_scalar(a, 0)),
         "unlink": F.unlink(a) * a,
@@ -401,7 +401,9 @@ def test_every_new_function_round_trips(tmp_path, rng):
     inputs = {name: (v, values[name]) for name, v in contents["networks"][0]["names"].items()}
     for name, shape in STATEFUL_INPUTS.items():
         inputs[f"s_{name}"] = (nn.Variable(shape), rng.uniform(0.5, 1.5, shape))
-    outputs.update(stateful_network({name: inputs[f"s_{name}"][0] for name in STATEFUL_INPUTS}))
+    stateful = stateful_network({name: inputs[f"s_{name}"][0] for name in STATEFUL_INPUTS})
+    assert not set(stateful) & set(outputs)  # one name for two outputs would hide one
+    outputs.update(stateful)
     expected, got, _ = round_trip(tmp_path, outputs, inputs, "functions.nnp",
                                   variable_batch_size=False)
     # The file's outputs are also the results no function reads (GRU's h ...), unnamed.
