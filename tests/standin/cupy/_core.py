@@ -149,7 +149,7 @@ class ufunc:
             raise NotImplementedError(f"`{self.name}.reduceat` is not supported yet")
         if not isinstance(array, ndarray):
             raise _unsupported(array)
-        return call(self._ufunc.reduceat, (array, _index(indices)),
+        return call(self._ufunc.reduceat, (array, indices),
                     dict(axis=axis, dtype=dtype, out=out))
 
     def outer(self, A, B, **kwargs):
