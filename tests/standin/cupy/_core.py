@@ -330,6 +330,14 @@ class ndarray:
     def shape(self, value):
         self._array.shape = value
 
+    @real.setter
+    def real(self, value):  # CuPy's ndarray has these setters too
+        self.real[...] = value
+
+    @imag.setter
+    def imag(self, value):
+        self.imag[...] = value
+
     @property
     def data(self) -> MemoryPointer:
         return MemoryPointer(self._array, self._device_id)
