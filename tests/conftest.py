@@ -34,3 +34,15 @@ def ipython_dir(tmp_path_factory):
 @pytest.fixture
 def rng():
     return np.random.RandomState(0)
+
+
+@pytest.fixture
+def cupy_standin():
+    """The NumPy-backed CuPy stand-in (tests/standin) installed for this test, one GPU;
+    skipped where the real CuPy is importable."""
+    from standin import installed, real_cupy_present
+
+    if real_cupy_present():
+        pytest.skip("the real CuPy is installed: test against it")
+    with installed() as cupy:
+        yield cupy

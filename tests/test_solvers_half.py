@@ -157,7 +157,7 @@ def check_case(case: str, grads: str, hyper_kind: str, params: dict, rng) -> S.S
     for n in params:
         assert states[n].t == STEPS
         for k in state_names:
-            got = states[n].pstate[k].d
+            got = to_module(states[n].pstate[k].d, np)
             assert got.dtype == np.float32, f"{n}/{k}"
             want = ref.s[n][k]  # sums of terms of either sign: errors relative to the largest
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.abs(want).max(),

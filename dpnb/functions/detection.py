@@ -308,7 +308,7 @@ class ONNXNonMaxSuppression(Function):
                              f"shape {scores.shape}")
         count = 0
         if boxes.data.allocated and scores.data.allocated:
-            count = len(self._selected(np.asarray(boxes.d), np.asarray(scores.d)))
+            count = len(self._selected(to_module(boxes.d, np), to_module(scores.d, np)))
         return [((count, 3), np.dtype(np.uint64))]
 
     def _selected(self, boxes: np.ndarray, scores: np.ndarray) -> np.ndarray:

@@ -91,7 +91,7 @@ class _INQ(Function):
         from 2^(n1 + 1 - 2^(num_bits - 2)) to 2^n1 (n1: the largest |w|'s rounded
         exponent), or to 0 below half the least; the others as they are."""
         dtype = w.dtype.type
-        largest = dtype(xp.abs(w).max()) if w.size else dtype(0)
+        largest = dtype(xp.abs(w).max().item()) if w.size else dtype(0)
         largest = dtype(1) if largest == 0 else largest
         exponent = np.log2(largest)
         n1 = int(np.floor(exponent) + (exponent - np.floor(exponent) >= _LOG2_ONE_AND_HALF))

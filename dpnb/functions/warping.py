@@ -118,7 +118,7 @@ def _scatter(xp, g, corners: list[_Corner], index, weights, gy_rows) -> None:
     (whichever write lands, exactly one point reads its own id).  The points left after
     ``_ROUNDS`` rounds (a grid that piles many points into one cell) go by ``add.at``.
     Rows of C values move several times faster than ``add.at``'s single elements."""
-    if not hasattr(xp.add, "at"):  # CuPy: atomic adds of whole rows
+    if xp is not np:  # CuPy: atomic adds of whole rows
         values = weights[:, :, None] * gy_rows[:, None, :]
         add_at(xp, g, index.reshape(-1), values.reshape(-1, g.shape[1]))
         return

@@ -1,0 +1,58 @@
+"""The CuPy stand-in for tests (issue 29): ``cupy`` / ``cupyx`` backed by NumPy, under
+this folder, installed for one test at a time where the real CuPy is absent.
+
+``installed()`` puts this folder first on ``sys.path``, imports the stand-in and, on the
+way out, removes every ``cupy*`` module, the path entry and the device objects dpnb
+cached for it, so that the next test sees a CPU-only machine again.  The fixture
+``cupy_standin`` (in ``tests/conftest.py``) wraps it; both skip where the real CuPy is
+importable (test against it there)."""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+HERE = str(Path(__file__).resolve().parent)
+
+
+def real_cupy_present() -> bool:
+    if "cupy" in sys.modules:
+        return not getattr(sys.modules["cupy"], "STANDIN", False)
+    return importlib.util.find_spec("cupy") is not None
+
+
+def _forget() -> None:
+    for name in [n for n in sys.modules if n.split(".")[0] in ("cupy", "cupyx")]:
+        del sys.modules[name]
+
+
+def _reset_dpnb() -> None:
+    """dpnb's caches that may hold stand-in objects: devices and flat storages."""
+    context = sys.modules.get("dpnb.context")
+    if context is not None:
+        context._devices.clear()
+        context._active_device = None
+    storage = sys.modules.get("dpnb.storage")
+    if storage is not None:
+        for key in [k for k in storage._storages if k[1] != "cpu"]:
+            del storage._storages[key]
+
+
+@contextlib.contextmanager
+def installed(device_count: int = 1):
+    """``import cupy`` gives the stand-in inside the block (``device_count`` GPUs)."""
+    if real_cupy_present():
+        raise RuntimeError("the real CuPy is importable here; the stand-in stays out")
+    _forget()
+    sys.path.insert(0, HERE)
+    try:
+        cupy = importlib.import_module("cupy")
+        importlib.import_module("cupyx")
+        cupy.cuda.runtime.set_device_count(device_count)
+        yield cupy
+    finally:
+        sys.path.remove(HERE)
+        _forget()
+        _reset_dpnb()

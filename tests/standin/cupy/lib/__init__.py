@@ -1,0 +1,2 @@
+"""``cupy.lib``."""
+from . import stride_tricks  # noqa: F401
