@@ -14,15 +14,11 @@ dpnb's time over nnabla's.  ``--record`` writes them to benchmarks/results/detec
 """
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 
-from timing import add_output_options, output_of
-from tutorial_step import DEFAULT_NNABLA_PYTHON, dpnb_timing, nnabla_python
+from timing import NNABLA_MISSING, alternate_with_nnabla, nnabla_parser, output_of
+from tutorial_step import dpnb_timing
 
 TASKS = ("roi_align", "nms_detection2d", "onnx_nms")
 
@@ -66,47 +62,22 @@ def worker(framework: str, steps: int) -> dict:
             "version": getattr(nn, "__version__", None)}
 
 
-def run_worker(python: str, framework: str, steps: int) -> dict:
-    """The tasks' times with ``framework`` in a fresh one-thread process of ``python``."""
-    from dpnb.testing import ONE_THREAD
-
-    cmd = [python, __file__, "--worker", framework, "--steps", str(steps)]
-    out = subprocess.run(cmd, env={**os.environ, **ONE_THREAD}, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"{framework} worker ({python}) failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--nnabla-python", default=None,
-                        help=f"a Python with nnabla (default: $DPNB_NNABLA_PYTHON or "
-                             f"{DEFAULT_NNABLA_PYTHON})")
-    parser.add_argument("--worker", choices=["dpnb", "nnabla"])
-    add_output_options(parser, "detection")
-    args = parser.parse_args()
+    args = nnabla_parser(__doc__, "detection", steps=20, runs=3).parse_args()
     output = output_of(args)
     if args.worker:
         print(json.dumps(worker(args.worker, args.steps)))
         return
 
-    pythons = {"dpnb": sys.executable}
-    reference = nnabla_python(args.nnabla_python)
-    if reference:
-        pythons["nnabla"] = reference
-    runs: dict[str, list[dict]] = {name: [] for name in pythons}
-    for _ in range(args.runs):
-        for name, python in pythons.items():
-            runs[name].append(run_worker(python, name, args.steps))
+    runs = alternate_with_nnabla(__file__, args)
     result: dict = {"benchmark": "detection", "steps": args.steps, "runs": args.runs}
     for name, rs in runs.items():
         result[name] = {task: statistics.median(r[task] for r in rs) for task in TASKS}
         result[name]["runs"] = rs
     print(f"Detection functions, 1 thread, median of {args.runs} runs x {args.steps} steps (ms)")
     print(f"{'':8}" + "".join(f"{task:>17}" for task in TASKS))
-    for name in pythons:
+    for name in runs:
         print(f"{name:8}" + "".join(f"{1e3 * result[name][task]:17.2f}" for task in TASKS))
     if "nnabla" in result:
         result["nnabla_version"] = runs["nnabla"][0]["version"]
@@ -115,8 +86,7 @@ def main() -> None:
         print(f"dpnb / nnabla {result['nnabla_version']}: " + ", ".join(
             f"{task} {ratio:.2f}x" for task, ratio in result["ratio_time"].items()))
     else:
-        print("no Python with nnabla found: pass --nnabla-python PATH (or set "
-              "DPNB_NNABLA_PYTHON) to add the reference")
+        print(NNABLA_MISSING)
     output.write(result, indent=2)
 
 

@@ -1,6 +1,6 @@
 """What the benchmarks share beyond dpnb.testing's timing: where their results go
-(``--json PATH``, ``--record``), and for the training benchmarks, whether PyTorch, their
-reference, is installed, a fresh worker process per framework, and the time of dpnb's
+(``--json PATH``, ``--record``), a fresh worker process per framework, their references
+(PyTorch where it is installed, nnabla where a Python has it), and the time of dpnb's
 Adam training step."""
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from pathlib import Path
 # dpnb is imported where it is used: tutorial_step.py's nnabla worker, whose Python has no
 # dpnb, parses its command line with the options below.
 RESULTS = Path(__file__).resolve().parent / "results"   # the tracked reference results
+DEFAULT_NNABLA_PYTHON = "/root/nnvenv/bin/python"
 
 
 def add_output_options(parser: argparse.ArgumentParser, name: str,
@@ -125,16 +126,68 @@ def add_ratios(result: dict, **figures: str) -> bool:
     return True
 
 
-def run_worker(script: str, *args: str) -> dict:
-    """Run ``script --worker ...`` in a fresh one-thread process and return the JSON
-    object its last output line holds (each framework measured in its own process)."""
+def run_worker(script: str, *args: str, python: str = sys.executable) -> dict:
+    """Run ``script --worker ...`` with ``python`` in a fresh one-thread process and return
+    the JSON object its last output line holds (each framework measured in its own
+    process)."""
     from dpnb.testing import ONE_THREAD
 
-    cmd = [sys.executable, script, "--worker", *args]
+    cmd = [python, script, "--worker", *args]
     out = subprocess.run(cmd, env={**os.environ, **ONE_THREAD}, capture_output=True, text=True)
     if out.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} worker failed:\n{out.stderr}")
+        raise SystemExit(f"{' '.join(args)} worker ({python}) failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def nnabla_python(given: str | None) -> str | None:
+    """The Python to run nnabla with, or None where there is none (an error where one was
+    ``given`` and cannot run nnabla)."""
+    candidate = given or os.environ.get("DPNB_NNABLA_PYTHON") or DEFAULT_NNABLA_PYTHON
+    if not Path(candidate).exists():
+        if given:
+            raise SystemExit(f"--nnabla-python {given}: no such file; give the path of a Python "
+                             "with nnabla installed")
+        return None
+    probe = subprocess.run([candidate, "-c", "import nnabla"], capture_output=True)
+    if probe.returncode != 0:
+        if given:
+            raise SystemExit(f"--nnabla-python {given}: `import nnabla` fails there; install "
+                             "nnabla into it (pip install nnabla==1.39.0)")
+        return None
+    return candidate
+
+
+def nnabla_parser(doc: str, name: str, steps: int, runs: int) -> argparse.ArgumentParser:
+    """The command line of a benchmark against nnabla: ``--steps``, ``--runs``,
+    ``--nnabla-python``, ``--worker`` and the output options (results ``name``)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=steps)
+    parser.add_argument("--runs", type=int, default=runs)
+    parser.add_argument("--nnabla-python", default=None,
+                        help=f"a Python with nnabla (default: $DPNB_NNABLA_PYTHON or "
+                             f"{DEFAULT_NNABLA_PYTHON})")
+    parser.add_argument("--worker", choices=["dpnb", "nnabla"])
+    add_output_options(parser, name)
+    return parser
+
+
+def alternate_with_nnabla(script: str, args: argparse.Namespace) -> dict[str, list[dict]]:
+    """``args.runs`` runs of ``script``'s dpnb worker and, where a Python with nnabla is
+    found, its nnabla worker, alternately: framework -> the results of its runs."""
+    pythons = {"dpnb": sys.executable}
+    reference = nnabla_python(args.nnabla_python)
+    if reference:
+        pythons["nnabla"] = reference
+    runs: dict[str, list[dict]] = {name: [] for name in pythons}
+    for _ in range(args.runs):
+        for name, python in pythons.items():
+            runs[name].append(run_worker(script, name, "--steps", str(args.steps),
+                                         python=python))
+    return runs
+
+
+NNABLA_MISSING = ("no Python with nnabla found: pass --nnabla-python PATH (or set "
+                  "DPNB_NNABLA_PYTHON) to add the reference")
 
 
 def dpnb_adam_step_seconds(loss, steps: int) -> float:

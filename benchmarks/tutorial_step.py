@@ -14,20 +14,16 @@ alternately; the table shows the medians of the per-run median step times;
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
 import platform
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
-from timing import add_output_options, output_of
+from timing import NNABLA_MISSING, alternate_with_nnabla, nnabla_parser, output_of
 
-DEFAULT_NNABLA_PYTHON = "/root/nnvenv/bin/python"
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -81,57 +77,16 @@ def worker(framework: str, steps: int) -> dict:
             "version": version}
 
 
-def run_worker(python: str, framework: str, steps: int) -> dict:
-    """Time the step of ``framework`` in a fresh one-thread process of ``python``."""
-    from dpnb.testing import ONE_THREAD
-
-    cmd = [python, __file__, "--worker", framework, "--steps", str(steps)]
-    out = subprocess.run(cmd, env={**os.environ, **ONE_THREAD}, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"{framework} worker ({python}) failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def nnabla_python(given: str | None) -> str | None:
-    """The Python to run nnabla with, or None (with the reason logged) where there is none."""
-    candidate = given or os.environ.get("DPNB_NNABLA_PYTHON") or DEFAULT_NNABLA_PYTHON
-    if not Path(candidate).exists():
-        if given:
-            raise SystemExit(f"--nnabla-python {given}: no such file; give the path of a Python "
-                             "with nnabla installed")
-        return None
-    probe = subprocess.run([candidate, "-c", "import nnabla"], capture_output=True)
-    if probe.returncode != 0:
-        if given:
-            raise SystemExit(f"--nnabla-python {given}: `import nnabla` fails there; install "
-                             "nnabla into it (pip install nnabla==1.39.0)")
-        return None
-    return candidate
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--nnabla-python", default=None,
-                        help=f"a Python with nnabla (default: $DPNB_NNABLA_PYTHON or "
-                             f"{DEFAULT_NNABLA_PYTHON})")
-    parser.add_argument("--worker", choices=["dpnb", "nnabla"])
-    add_output_options(parser, "tutorial_step")
-    args = parser.parse_args()
+    args = nnabla_parser(__doc__, "tutorial_step", steps=300, runs=5).parse_args()
     output = output_of(args)
     if args.worker:
         print(json.dumps(worker(args.worker, args.steps)))
         return
 
-    pythons = {"dpnb": sys.executable}
-    reference = nnabla_python(args.nnabla_python)
-    if reference:
-        pythons["nnabla"] = reference
-    runs: dict[str, list[dict]] = {name: [] for name in pythons}
-    for _ in range(args.runs):
-        for name, python in pythons.items():
-            runs[name].append(run_worker(python, name, args.steps))
+    runs = alternate_with_nnabla(__file__, args)
     result: dict = {"benchmark": "tutorial_step", "steps": args.steps, "runs": args.runs,
                     "machine": platform.machine(), "cpus": os.cpu_count()}
     for name, rs in runs.items():
@@ -139,7 +94,7 @@ def main() -> None:
     print(f"Tutorial network train step (conv, affine, softmax_cross_entropy, mean; Adam), "
           f"batch 4, 1 thread, median of {args.runs} runs x {args.steps} steps")
     print(f"{'':8} {'step us':>9}")
-    for name in pythons:
+    for name in runs:
         print(f"{name:8} {1e6 * result[name]['step_s']:9.1f}")
     if "nnabla" in result:
         result["nnabla_version"] = runs["nnabla"][0]["version"]
@@ -147,8 +102,7 @@ def main() -> None:
         print(f"dpnb / nnabla {result['nnabla_version']}: time {result['ratio_time']:.2f}x "
               "(target <= 1.5)")
     else:
-        print("no Python with nnabla found: pass --nnabla-python PATH (or set "
-              "DPNB_NNABLA_PYTHON) to add the reference")
+        print(NNABLA_MISSING)
     output.write(result, indent=2)
 
 

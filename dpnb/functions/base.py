@@ -39,6 +39,18 @@ def number_of(owner: Owner, name: str, value, integer: bool = False,
     return int(value) if integer else float(value)
 
 
+def flag_of(owner: Owner, name: str, value) -> bool:
+    """A bool argument (Python's or NumPy's) as a Python bool; nothing else is taken."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise argument_error(owner, f"{name} must be a bool, got {value!r}")
+    return bool(value)
+
+
+def round_half_away(xp, v):
+    """C's round: halves away from zero (NumPy's rounds them to even)."""
+    return xp.sign(v) * xp.floor(xp.abs(v) + 0.5)
+
+
 def one_axis(owner: Owner, axis: int | None, ndim: int, name: str = "axis") -> int:
     """One axis of an ``ndim``-D input (None: the last), made non-negative."""
     axis = ndim - 1 if axis is None else axis

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..context import to_module
 from ..graph import Function, Variable
-from .base import argument_error, default_outputs, number_of
+from .base import argument_error, default_outputs, flag_of, number_of
 from .graph_module import linear_backward_graph
 from .specs import FunctionSpec, attrs, call, ints, none_to
 
@@ -184,11 +184,6 @@ def _greedy_survivors(extents: tuple, threshold, limit: int = 0) -> np.ndarray:
     return alive
 
 
-def _flag(owner: str, name: str, value) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise argument_error(owner, f"{name} must be a bool, got {value!r}")
-    return bool(value)
-
 
 # -- YOLO-style detections ------------------------------------------------------------
 
@@ -265,7 +260,7 @@ def nms_detection2d(x: Variable, thresh: float | None = None, nms: float | None 
     default_outputs(owner, n_outputs, outputs)
     thresh = number_of(owner, "thresh", none_to(thresh, 0.5))
     nms = number_of(owner, "nms", none_to(nms, 0.45))
-    per_class = _flag(owner, "nms_per_class", none_to(nms_per_class, True))
+    per_class = flag_of(owner, "nms_per_class", none_to(nms_per_class, True))
     return NmsDetection2d(thresh, nms, per_class)(x)
 
 
@@ -524,5 +519,5 @@ def roi_align(input: Variable, boxes: Variable, output_size: Sequence[int],
                                     f"{spatial_scale!r}")
     scale = tuple(number_of(owner, "spatial_scale", s) for s in scale)
     ratio = number_of(owner, "sampling_ratio", none_to(sampling_ratio, -1), integer=True)
-    last = _flag(owner, "channel_last", none_to(channel_last, False))
+    last = flag_of(owner, "channel_last", none_to(channel_last, False))
     return RoiAlign(tuple(int(s) for s in size), scale, ratio, last)(input, boxes)

@@ -9,22 +9,13 @@ import numpy as np
 
 from ..graph import Function, Variable
 from .base import (Unary, argument_error, broadcast_shape, computed_into, default_outputs,
-                   number_of, sum_to)
+                   flag_of, number_of, round_half_away, sum_to)
 from .specs import FunctionSpec, attrs, call, public, without_params
 
 __all__ = ["prune", "fixed_point_quantize", "pow2_quantize", "min_max_quantize",
            "quantize_linear", "dequantize_linear"]
 
 
-def _round_half_away(xp, v):
-    """C's round: halves away from zero (NumPy's rounds them to even)."""
-    return xp.sign(v) * xp.floor(xp.abs(v) + 0.5)
-
-
-def _flag(owner, name: str, value) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise argument_error(owner, f"{name} must be a bool, got {value!r}")
-    return bool(value)
 
 
 # -- pruning -----------------------------------------------------------------------
@@ -82,7 +73,7 @@ class FixedPointQuantize(Unary):
 
     def forward_arrays(self, xp, xs):
         (x,) = xs
-        q = _round_half_away(xp, x / self.delta) * self.delta
+        q = round_half_away(xp, x / self.delta) * self.delta
         return (xp.clip(q, self.low, self.high).astype(x.dtype),)
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
@@ -98,14 +89,14 @@ def fixed_point_quantize(x: Variable, sign: bool = True, n: int = 8, delta: floa
     """x quantized to n-bit fixed point of step ``delta`` (x itself where not ``quantize``);
     the gradient passes straight, within the range only with ``ste_fine_grained``."""
     owner = "F.fixed_point_quantize"
-    if not _flag(owner, "quantize", quantize):
+    if not flag_of(owner, "quantize", quantize):
         return x
     n = number_of(owner, "n", n, integer=True)
     delta = number_of(owner, "delta", delta)
     if n < 1 or delta <= 0:
         raise argument_error(owner, f"n must be >= 1 and delta > 0, got n={n}, delta={delta}")
-    y = FixedPointQuantize(_flag(owner, "sign", sign), n, delta,
-                           _flag(owner, "ste_fine_grained", ste_fine_grained))(x)
+    y = FixedPointQuantize(flag_of(owner, "sign", sign), n, delta,
+                           flag_of(owner, "ste_fine_grained", ste_fine_grained))(x)
     return computed_into(owner, y, outputs)
 
 
@@ -132,7 +123,7 @@ class Pow2Quantize(Unary):
         (x,) = xs
         magnitude = xp.abs(x)
         with np.errstate(divide="ignore"):  # log2(0) = -inf, which gives 2^-inf = 0
-            q = 2.0 ** _round_half_away(xp, xp.log2(magnitude))
+            q = 2.0 ** round_half_away(xp, xp.log2(magnitude))
         q = xp.minimum(q, self.high)
         least = xp.where(magnitude < self.low * 2**-0.5, 0.0, self.low) if self.with_zero \
             else self.low
@@ -160,15 +151,15 @@ def pow2_quantize(x: Variable, sign: bool = True, with_zero: bool = True, n: int
     """x quantized to n-bit powers of two up to 2^m (x itself where not ``quantize``); the
     gradient passes straight, within the range only with ``ste_fine_grained``."""
     owner = "F.pow2_quantize"
-    if not _flag(owner, "quantize", quantize):
+    if not flag_of(owner, "quantize", quantize):
         return x
-    sign, with_zero = _flag(owner, "sign", sign), _flag(owner, "with_zero", with_zero)
+    sign, with_zero = flag_of(owner, "sign", sign), flag_of(owner, "with_zero", with_zero)
     n = number_of(owner, "n", n, integer=True)
     m = number_of(owner, "m", m, integer=True)
     if n < 1 + sign + with_zero:
         raise argument_error(owner, f"n must be >= {1 + sign + with_zero} (the sign and the "
                                     f"zero take a bit each), got {n}")
-    y = Pow2Quantize(sign, with_zero, n, m, _flag(owner, "ste_fine_grained",
+    y = Pow2Quantize(sign, with_zero, n, m, flag_of(owner, "ste_fine_grained",
                                                   ste_fine_grained))(x)
     return computed_into(owner, y, outputs)
 
@@ -182,7 +173,7 @@ def _nudged_range(xp, qr_min, qr_max, ql_min, ql_max):
     zero_point = ql_min - qr_min / scale
     zero_point = xp.where(zero_point <= ql_min, ql_min,
                           xp.where(zero_point >= ql_max, ql_max,
-                                   _round_half_away(xp, zero_point)))
+                                   round_half_away(xp, zero_point)))
     return (ql_min - zero_point) * scale, (ql_max - zero_point) * scale, scale
 
 
@@ -244,7 +235,7 @@ class MinMaxQuantize(Function):
         self.update_input(1, qr_min)
         self.update_input(2, qr_max)
         low, high, scale = _nudged_range(xp, qr_min, qr_max, ql_min, ql_max)
-        y = _round_half_away(xp, (xp.clip(x, low, high) - low) / scale) * scale + low
+        y = round_half_away(xp, (xp.clip(x, low, high) - low) / scale) * scale + low
         return (y.astype(x.dtype),)
 
     def _masked(self, xp, gy, x, low, high, need_grads):
@@ -277,14 +268,14 @@ def min_max_quantize(x: Variable, qr_min: Variable, qr_max: Variable, ql_min: Va
     """x quantized uniformly to the levels ql_min .. ql_max over the range [qr_min, qr_max]
     (x itself where not ``quantize``); see MinMaxQuantize for how the range is kept."""
     owner = "F.min_max_quantize"
-    if not _flag(owner, "quantize", quantize):
+    if not flag_of(owner, "quantize", quantize):
         return x
     decay = number_of(owner, "decay", decay)
     eps = number_of(owner, "eps", eps)
     if eps <= 0:
         raise argument_error(owner, f"eps must be > 0, got {eps}")
-    y = MinMaxQuantize(decay, _flag(owner, "x_min_max", x_min_max), _flag(owner, "ema", ema),
-                       _flag(owner, "ste_fine_grained", ste_fine_grained), eps)(
+    y = MinMaxQuantize(decay, flag_of(owner, "x_min_max", x_min_max), flag_of(owner, "ema", ema),
+                       flag_of(owner, "ste_fine_grained", ste_fine_grained), eps)(
         x, qr_min, qr_max, ql_min, ql_max)
     return computed_into(owner, y, outputs)
 
@@ -329,7 +320,7 @@ class QuantizeLinear(Function):
 
     def _rounded(self, xp, v):
         """v rounded as ``round_mode`` says."""
-        return _round_half_away(xp, v) if self.round_mode == "HALF_AWAY_FROM_ZERO" \
+        return round_half_away(xp, v) if self.round_mode == "HALF_AWAY_FROM_ZERO" \
             else xp.round(v)
 
     def forward_arrays(self, xp, xs):
@@ -358,7 +349,7 @@ def quantize_linear(x: Variable, scale: Variable, zero_point: Variable,
         dtype = None
     if dtype not in _DTYPE_CODES:
         raise argument_error(owner, f"dtype must be np.int8 or np.uint8, got {dtype!r}")
-    return QuantizeLinear(round_mode, _flag(owner, "narrow_range", narrow_range), dtype)(
+    return QuantizeLinear(round_mode, flag_of(owner, "narrow_range", narrow_range), dtype)(
         x, scale, zero_point)
 
 

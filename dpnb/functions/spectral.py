@@ -13,7 +13,7 @@ import numpy as np
 
 from ..graph import Function, Variable
 from .array import _reflected
-from .base import argument_error, default_outputs, number_of
+from .base import argument_error, default_outputs, flag_of, number_of
 from .specs import FunctionSpec, attrs, call
 
 __all__ = ["fft", "ifft", "stft", "istft"]
@@ -32,11 +32,6 @@ def _fft_module(xp):
         return scipy.fft
     return xp.fft
 
-
-def _flag(owner: str, name: str, value) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise argument_error(owner, f"{name} must be a bool, got {value!r}")
-    return bool(value)
 
 
 # -- complex DFT ---------------------------------------------------------------------
@@ -111,7 +106,7 @@ def _fourier_arguments(owner: str, signal_ndim, normalized, n_outputs, outputs):
     signal_ndim = number_of(owner, "signal_ndim", signal_ndim, integer=True)
     if signal_ndim not in (1, 2, 3):
         raise argument_error(owner, f"signal_ndim must be 1, 2 or 3, got {signal_ndim}")
-    return signal_ndim, _flag(owner, "normalized", normalized)
+    return signal_ndim, flag_of(owner, "normalized", normalized)
 
 
 def fft(x: Variable, signal_ndim: int, normalized: bool = False, n_outputs: int = -1,
@@ -464,8 +459,8 @@ def _short_time_arguments(owner: str, window_size, stride, fft_size, window_type
             raise argument_error(owner, f"{name} must be >= 1, got {value}")
     if window_type is None:  # nnabla's shorthand
         window_type = "rectangular"
-    return (*sizes, window_type, _flag(owner, "center", center), pad_mode,
-            _flag(owner, adjoint_name, adjoint))
+    return (*sizes, window_type, flag_of(owner, "center", center), pad_mode,
+            flag_of(owner, adjoint_name, adjoint))
 
 
 def stft(x: Variable, window_size: int, stride: int, fft_size: int,

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import Function, Variable
-from .base import add_at, argument_error, default_outputs, workspace
+from .base import (add_at, argument_error, default_outputs, flag_of, round_half_away,
+                   workspace)
 from .graph_module import composite_backward_graph, linear_backward_graph
 from .specs import FunctionSpec, attrs, call, ints, without_params
 
@@ -344,10 +345,6 @@ _MODES = ("linear", "nearest")
 _PADDINGS = ("zero", "repeat", "reflect")
 
 
-def _round_half_away(xp, v):
-    """C's round: halves away from zero (NumPy's rounds them to even)."""
-    return xp.sign(v) * xp.floor(xp.abs(v) + 0.5)
-
 
 def _reflected(xp, s, low: float, high: float):
     """``s`` folded into [low, high] by reflecting at both ends, and the fold's
@@ -430,7 +427,7 @@ class WarpByGrid(_Warp):
                     lo = xp.floor(f)
                     axes.append(_Axis(size, lo.astype(np.int64), f - lo, slope))
                 else:
-                    axes.append(_Axis(size, _round_half_away(xp, f).astype(np.int64)))
+                    axes.append(_Axis(size, round_half_away(xp, f).astype(np.int64)))
         return axes
 
     def coordinate_grad(self, xp, grads, grid):
@@ -451,11 +448,6 @@ def _choice(owner: str, name: str, value, choices: Sequence[str]) -> str:
     return value
 
 
-def _flag(owner: str, name: str, value) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise argument_error(owner, f"{name} must be a bool, got {value!r}")
-    return bool(value)
-
 
 def warp_by_grid(x: Variable, grid: Variable, mode: str = "linear", padding_mode: str = "zero",
                  align_corners: bool = False, channel_last: bool = False, n_outputs: int = -1,
@@ -467,8 +459,8 @@ def warp_by_grid(x: Variable, grid: Variable, mode: str = "linear", padding_mode
     default_outputs(owner, n_outputs, outputs)
     return WarpByGrid(_choice(owner, "mode", mode, _MODES),
                       _choice(owner, "padding_mode", padding_mode, _PADDINGS),
-                      _flag(owner, "align_corners", align_corners),
-                      _flag(owner, "channel_last", channel_last))(x, grid)
+                      flag_of(owner, "align_corners", align_corners),
+                      flag_of(owner, "channel_last", channel_last))(x, grid)
 
 
 # -- warp_by_flow ----------------------------------------------------------------------
@@ -587,5 +579,5 @@ def affine_grid(theta: Variable, size: Sequence[int], align_corners: bool = Fals
             for s in size) or len(size) not in (2, 3):
         raise argument_error(owner, f"size must be 2 or 3 positive ints (H, W) or (D, H, W), "
                                     f"got {size!r}")
-    return AffineGrid(tuple(int(s) for s in size), _flag(owner, "align_corners",
+    return AffineGrid(tuple(int(s) for s in size), flag_of(owner, "align_corners",
                                                          align_corners))(theta)
