@@ -37,6 +37,24 @@ def rng():
 
 
 @pytest.fixture
+def gpu():
+    """The CuPy a GPU variant runs on: the real one where dpnb finds a GPU, else the
+    NumPy-backed stand-in (tests/standin), installed for this test alone; skipped only
+    where the real CuPy is installed but finds no GPU."""
+    if gpu_available():
+        import cupy
+
+        yield cupy
+        return
+    from standin import installed, real_cupy_present
+
+    if real_cupy_present():
+        pytest.skip("CuPy is installed but finds no GPU")
+    with installed() as cupy:
+        yield cupy
+
+
+@pytest.fixture
 def cupy_standin():
     """The NumPy-backed CuPy stand-in (tests/standin) installed for this test, one GPU;
     skipped where the real CuPy is importable."""

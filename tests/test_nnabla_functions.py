@@ -7,7 +7,6 @@ from types import ModuleType
 
 import numpy as np
 import pytest
-from conftest import requires_gpu
 from nnabla_cases import functions
 
 import dpnb as nn
@@ -46,9 +45,8 @@ def test_matches_nnabla(family, case):
         np.testing.assert_allclose(got[key], value, rtol=case.rtol, atol=case.atol, err_msg=key)
 
 
-@requires_gpu
 @pytest.mark.parametrize("family, case", CASES, ids=IDS)
-def test_matches_nnabla_on_gpu(family, case):
+def test_matches_nnabla_on_gpu(family, case, gpu):
     with nn.context_scope(get_extension_context("cudnn")):
         got = functions.run(LIB, case)
     for key, value in RECORDED[family][case.name].items():
