@@ -8,7 +8,6 @@ float16) and the references', and weight decay at every step."""
 import h5py
 import numpy as np
 import pytest
-from conftest import requires_gpu
 from test_solvers import CASES, adam_moments
 
 import dpnb as nn
@@ -315,10 +314,9 @@ def test_half_check_inf_or_nan_grad(rng, bad):
         assert solver.check_inf_or_nan_grad() is True
 
 
-@requires_gpu
 @pytest.mark.parametrize("grads", ["tiny", "large"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_half_updates_on_gpu_follow_the_float32_reference(rng, case, grads):
+def test_half_updates_on_gpu_follow_the_float32_reference(rng, case, grads, gpu):
     with nn.context_scope(get_extension_context("cudnn", type_config="half")):
         params = make_half_params(rng)
         assert all(to_module(v.d, np).dtype == np.float16 for v in params.values())
