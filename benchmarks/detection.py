@@ -62,7 +62,6 @@ def worker(framework: str, steps: int) -> dict:
             "version": getattr(nn, "__version__", None)}
 
 
-
 def main() -> None:
     args = nnabla_parser(__doc__, "detection", steps=20, runs=3).parse_args()
     output = output_of(args)

@@ -77,8 +77,6 @@ def worker(framework: str, steps: int) -> dict:
             "version": version}
 
 
-
-
 def main() -> None:
     args = nnabla_parser(__doc__, "tutorial_step", steps=300, runs=5).parse_args()
     output = output_of(args)

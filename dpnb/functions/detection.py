@@ -135,6 +135,7 @@ def _visiting_order(scores: np.ndarray, counted: np.ndarray) -> np.ndarray:
 
 _ROWS = 1 << 22  # overlaps computed at once, to bound memory
 
+
 def _pairwise_iou(lo_x, hi_x, lo_y, hi_y, w, h, rows=None) -> np.ndarray:
     """The intersection over union of boxes ``rows`` (default: all) with every box, as
     nnabla computes it in the boxes' float type (0 where they do not overlap); each box
@@ -182,7 +183,6 @@ def _greedy_survivors(extents: tuple, threshold, limit: int = 0) -> np.ndarray:
             alive[rows[-1] + 1:] = False
             break
     return alive
-
 
 
 # -- YOLO-style detections ------------------------------------------------------------

@@ -16,8 +16,6 @@ __all__ = ["prune", "fixed_point_quantize", "pow2_quantize", "min_max_quantize",
            "quantize_linear", "dequantize_linear"]
 
 
-
-
 # -- pruning -----------------------------------------------------------------------
 
 class Prune(Unary):

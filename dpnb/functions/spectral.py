@@ -33,7 +33,6 @@ def _fft_module(xp):
     return xp.fft
 
 
-
 # -- complex DFT ---------------------------------------------------------------------
 
 class _Fourier(Function):

@@ -345,7 +345,6 @@ _MODES = ("linear", "nearest")
 _PADDINGS = ("zero", "repeat", "reflect")
 
 
-
 def _reflected(xp, s, low: float, high: float):
     """``s`` folded into [low, high] by reflecting at both ends, and the fold's
     derivative (+1 or -1); a range of width 0 gives ``low``."""
@@ -446,7 +445,6 @@ def _choice(owner: str, name: str, value, choices: Sequence[str]) -> str:
         raise argument_error(owner, f"{name} must be one of {', '.join(map(repr, choices))}, "
                                     f"got {value!r}")
     return value
-
 
 
 def warp_by_grid(x: Variable, grid: Variable, mode: str = "linear", padding_mode: str = "zero",
