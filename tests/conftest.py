@@ -18,7 +18,8 @@ def gpu_available() -> bool:
     return nn.default_extension() == "cudnn"
 
 
-requires_gpu = pytest.mark.skipif(not gpu_available(), reason="needs CuPy and a GPU")
+requires_nccl = pytest.mark.skipif(
+    not gpu_available(), reason="needs a real GPU: NCCL, which the CuPy stand-in cannot run")
 
 
 @pytest.fixture(scope="module")
@@ -36,22 +37,34 @@ def rng():
     return np.random.RandomState(0)
 
 
+def _standin():
+    """The stand-in package (tests/standin) for a GPU variant on a machine without a GPU;
+    skips where the real CuPy is installed but finds no GPU."""
+    import standin
+
+    if standin.real_cupy_present():
+        pytest.skip("CuPy is installed but finds no GPU")
+    return standin
+
+
 @pytest.fixture
 def gpu():
     """The CuPy a GPU variant runs on: the real one where dpnb finds a GPU, else the
-    NumPy-backed stand-in (tests/standin), installed for this test alone; skipped only
-    where the real CuPy is installed but finds no GPU."""
+    NumPy-backed stand-in (tests/standin), installed for this test alone."""
     if gpu_available():
         import cupy
 
         yield cupy
         return
-    from standin import installed, real_cupy_present
-
-    if real_cupy_present():
-        pytest.skip("CuPy is installed but finds no GPU")
-    with installed() as cupy:
+    with _standin().installed() as cupy:
         yield cupy
+
+
+@pytest.fixture
+def gpu_environment():
+    """Environment variables for the processes a GPU variant starts (MPI ranks, a fresh
+    interpreter): none where dpnb finds a GPU, else those that give them the stand-in."""
+    return {} if gpu_available() else _standin().environment()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import dpnb as nn
 import dpnb.communicators as C
 from dpnb.errors import DpnbError
 from dpnb.testing import assert_ranks_ok, check_ranks, run_script
-from conftest import requires_gpu
+from conftest import requires_nccl
 
 SCRIPTS = Path(__file__).parent / "mpi_scripts"
 
@@ -45,13 +45,20 @@ def test_disagreements_raise_on_every_rank(mode, n):
     check_ranks(n, SCRIPTS / "disagreements.py", mode)
 
 
-@requires_gpu
+@requires_nccl
 def test_nccl_against_numpy():
-    """One rank per GPU (one rank where there is one GPU) through NCCL."""
+    """One rank per GPU (one rank where there is one GPU) through NCCL: needs a real GPU."""
     import cupy
 
     n = min(2, cupy.cuda.runtime.getDeviceCount())
-    check_ranks(n, SCRIPTS / "gpu.py", timeout=120)
+    check_ranks(n, SCRIPTS / "gpu.py", "nccl", timeout=120)
+
+
+def test_gpu_arrays_over_mpi_against_numpy(gpu_environment):
+    """CuPy arrays staged through the host over MPI, on two ranks: NCCL off where there
+    is a GPU, the CuPy stand-in (which has no NCCL) where there is none."""
+    check_ranks(2, SCRIPTS / "gpu.py", "mpi", timeout=120,
+                env={**gpu_environment, "DPNB_COMM_NCCL": "0"})
 
 
 def test_not_initialised():

@@ -78,3 +78,29 @@ def test_user_thread_settings_are_kept(monkeypatch):
         monkeypatch.setenv(name, "3")
     engine._limit_threads(2)
     assert calls == [] and os.environ["OMP_NUM_THREADS"] == "3"
+
+
+def test_engines_take_the_gpu_of_their_local_rank(gpu):
+    """Local rank r uses GPU r modulo the GPU count (the real CuPy's, or the stand-in's)."""
+    count = gpu.cuda.runtime.getDeviceCount()
+    for local_rank in range(count + 2):
+        assert engine.use_local_gpu(local_rank) == f"gpu:{local_rank % count}"
+        assert gpu.cuda.runtime.getDevice() == local_rank % count
+    gpu.cuda.Device(0).use()
+
+
+def test_a_gpu_machine_starts_one_engine_per_gpu_and_reports_them(gpu):
+    import importlib.util
+
+    from dpnb.cluster.checks import check_gpu
+    from dpnb.cluster.launcher import default_n
+
+    count = gpu.cuda.runtime.getDeviceCount()
+    assert default_n() == count
+    cupy_check, gpus, nccl = check_gpu()
+    assert (cupy_check.found, cupy_check.detail) == (True, gpu.__version__)
+    assert (gpus.found, gpus.detail) == (True, f"{count} visible")
+    if importlib.util.find_spec("cupy.cuda.nccl") is None:   # the stand-in has no NCCL
+        assert not nccl.found and "MPI staging is used instead" in nccl.detail
+    else:
+        assert nccl.found, nccl.detail

@@ -1,7 +1,6 @@
 """F.* activations: values against plain NumPy, gradients by finite differences."""
 import numpy as np
 import pytest
-from conftest import requires_gpu
 from gradcheck import check_grad
 
 import dpnb as nn
@@ -145,9 +144,8 @@ GPU_CASES = dict({name: fn for name, (fn, _) in ELEMENTWISE.items()},
                  softmax=lambda x: F.softmax(x, axis=1), log_softmax=lambda x: F.log_softmax(x, axis=0))
 
 
-@requires_gpu
 @pytest.mark.parametrize("name", GPU_CASES)
-def test_gpu_matches_cpu(name, rng):
+def test_gpu_matches_cpu(name, rng, gpu):
     a, w = _away_from_zero(rng, 3, 4), rng.randn(3, 4)
     cpu = _run(GPU_CASES[name], a, w)
     with nn.context_scope(get_extension_context("cudnn")):

@@ -1,7 +1,6 @@
 """F.reshape, transpose, concatenate, slice and identity."""
 import numpy as np
 import pytest
-from conftest import requires_gpu
 from gradcheck import check_grad
 
 import dpnb as nn
@@ -172,9 +171,8 @@ GPU_CASES = {
 }
 
 
-@requires_gpu
 @pytest.mark.parametrize("name", GPU_CASES)
-def test_gpu_matches_cpu(name, rng):
+def test_gpu_matches_cpu(name, rng, gpu):
     build, out_shape = GPU_CASES[name]
     a, b, w = rng.randn(2, 3, 4), rng.randn(2, 3, 4), rng.randn(*out_shape)
     cpu = _run(build, [a, b], w)

@@ -2,7 +2,6 @@
 (dtypes, the absent gradient, where's shapes, bad input)."""
 import numpy as np
 import pytest
-from conftest import requires_gpu
 
 import dpnb as nn
 import dpnb.functions as F
@@ -127,8 +126,7 @@ def test_where_rejects_shapes_it_cannot_pair(shapes, message):
         F.where(*[nn.Variable(s) for s in shapes])
 
 
-@requires_gpu
-def test_gpu_logic_matches_cpu(rng):
+def test_gpu_logic_matches_cpu(rng, gpu):
     a = rng.randint(-1, 2, (3, 4)).astype(np.float64)
     b = rng.randint(-1, 2, (3, 4)).astype(np.float64)
 

@@ -3,7 +3,6 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import requires_gpu
 from gradcheck import check_grad
 
 import dpnb as nn
@@ -249,10 +248,9 @@ def _run(build, arrays, need_grad, w):
     return [np.asarray(v.get() if hasattr(v, "get") else v) for v in arrays]
 
 
-@requires_gpu
 @pytest.mark.parametrize("name", ["softmax_cross_entropy", "sigmoid_cross_entropy", "squared_error",
                                   "top_n_error"])
-def test_gpu_matches_cpu(name, rng):
+def test_gpu_matches_cpu(name, rng, gpu):
     x = rng.randn(3, 4, 2)
     labels = _labels(rng, x.shape, 1).astype(np.float32)
     build, other, need_grad = {
@@ -376,11 +374,10 @@ def test_loss_options_are_checked():
         F.absolute_error(a, nn.Variable((2,)))
 
 
-@requires_gpu
 @pytest.mark.parametrize("name", ["binary_cross_entropy", "categorical_cross_entropy", "huber_loss",
                                   "absolute_error", "epsilon_insensitive_loss", "kl_multinomial",
                                   "binary_error"])
-def test_gpu_matches_cpu_for_probability_losses(name, rng):
+def test_gpu_matches_cpu_for_probability_losses(name, rng, gpu):
     p, q = _probabilities(rng, 3, 4, 2, axis=1), _probabilities(rng, 3, 4, 2, axis=1)
     a, b = rng.randn(3, 4, 2), rng.randn(4, 2)
     labels = _labels(rng, p.shape, 1).astype(np.float32)

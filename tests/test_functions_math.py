@@ -1,7 +1,6 @@
 """F.* arithmetic, elementwise math and reductions, and the Variable operators."""
 import numpy as np
 import pytest
-from conftest import requires_gpu
 from gradcheck import check_grad
 
 import dpnb as nn
@@ -276,9 +275,8 @@ GPU_CASES = {
 }
 
 
-@requires_gpu
 @pytest.mark.parametrize("name", GPU_CASES)
-def test_gpu_matches_cpu(name, rng):
+def test_gpu_matches_cpu(name, rng, gpu):
     build = GPU_CASES[name]
     a, b = _positive(rng, 2, 3, 4), _positive(rng, 3, 4)
     probe = build(nn.Variable(a.shape), nn.Variable(b.shape))
@@ -474,9 +472,8 @@ GPU_ELEMENTWISE = {
 }
 
 
-@requires_gpu
 @pytest.mark.parametrize("name", GPU_ELEMENTWISE)
-def test_gpu_elementwise_matches_cpu(name, rng):
+def test_gpu_elementwise_matches_cpu(name, rng, gpu):
     build = GPU_ELEMENTWISE[name]
     a, b = _positive(rng, 3, 4), _positive(rng, 3, 4)
     w = rng.randn(3, 4)

@@ -2,7 +2,6 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import requires_gpu
 from gradcheck import check_grad
 
 import dpnb as nn
@@ -250,9 +249,8 @@ def test_convolution_results_do_not_alias_the_column_buffer(rng):
 
 # -- GPU ---------------------------------------------------------------------
 
-@requires_gpu
 @pytest.mark.parametrize("options", CONV_CASES)
-def test_convolution_gpu_matches_cpu(rng, options):
+def test_convolution_gpu_matches_cpu(rng, options, gpu):
     group = options.get("group", 1)
     arrays = [rng.randn(*shape).astype(np.float32)
               for shape in ((2, 4, 7, 6), (6, 4 // group, 3, 2), (6,))]
@@ -269,8 +267,7 @@ def test_convolution_gpu_matches_cpu(rng, options):
         np.testing.assert_allclose(gpu, cpu, rtol=1e-4, atol=1e-4)
 
 
-@requires_gpu
-def test_affine_gpu_matches_cpu(rng):
+def test_affine_gpu_matches_cpu(rng, gpu):
     arrays = [rng.randn(4, 3, 2).astype(np.float32), rng.randn(6, 5).astype(np.float32),
               rng.randn(5).astype(np.float32)]
     results = []
@@ -478,7 +475,6 @@ def test_pf_errors():
     nn.clear_parameters()
 
 
-@requires_gpu
 @pytest.mark.parametrize("build, shapes", [
     (lambda x, w, b: F.convolution(x, w, b, pad=(1, 0, 1), stride=(2, 1, 1)),
      ((2, 2, 4, 3, 5), (3, 2, 2, 2, 3), (3,))),
@@ -493,7 +489,7 @@ def test_pf_errors():
     (lambda x, w, b: F.depthwise_deconvolution(x, w, b, divisor=2, stride=(2, 2)),
      ((2, 4, 3, 3), (4, 2, 2), (2,))),
 ])
-def test_convolutions_gpu_match_cpu(rng, build, shapes):
+def test_convolutions_gpu_match_cpu(rng, build, shapes, gpu):
     arrays = [rng.randn(*shape).astype(np.float32) for shape in shapes]
     results = []
     for ctx in (nn.Context(), get_extension_context("cudnn")):

@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-from conftest import requires_gpu
 from gradcheck import check_grad
 
 import dpnb as nn
@@ -206,9 +205,8 @@ def test_batch_normalization_errors():
         F.batch_normalization(x, param, param, param, param, axes=[4])
 
 
-@requires_gpu
 @pytest.mark.parametrize("batch_stat", [True, False])
-def test_batch_normalization_gpu_matches_cpu(rng, batch_stat):
+def test_batch_normalization_gpu_matches_cpu(rng, batch_stat, gpu):
     arrays = make_inputs(rng, (8, 3, 4, 4), [1], np.float32)
     gy = rng.randn(8, 3, 4, 4).astype(np.float32)
     results = []

@@ -2,7 +2,6 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import requires_gpu
 from gradcheck import check_grad
 
 import dpnb as nn
@@ -186,9 +185,8 @@ def test_pooling_errors():
         F.max_pooling(x, (2.0, 2))
 
 
-@requires_gpu
 @pytest.mark.parametrize("options", POOL_CASES)
-def test_pooling_gpu_matches_cpu(rng, options):
+def test_pooling_gpu_matches_cpu(rng, options, gpu):
     x = distinct_values(rng, (2, 3, 5, 7)).astype(np.float32)
     results = []
     for ctx in (nn.Context(), get_extension_context("cudnn")):
@@ -308,9 +306,8 @@ def test_unpooling_and_interpolate_errors():
         F.interpolate(x, scale=(2, 2, 2, 2))
 
 
-@requires_gpu
 @pytest.mark.parametrize("build, n", CHANNEL_LAST_CASES)
-def test_channel_last_and_upsampling_gpu_match_cpu(rng, build, n):
+def test_channel_last_and_upsampling_gpu_match_cpu(rng, build, n, gpu):
     x = distinct_values(rng, (2, 3, 4, 5, 4)[:2 + n]).astype(np.float32)
     results = []
     for ctx in (nn.Context(), get_extension_context("cudnn")):

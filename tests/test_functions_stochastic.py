@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-from conftest import requires_gpu
 
 import dpnb as nn
 import dpnb.functions as F
@@ -253,8 +252,7 @@ def test_image_augmentation_errors():
 
 # -- GPU ---------------------------------------------------------------------
 
-@requires_gpu
-def test_stochastic_gpu_matches_cpu_with_the_same_seed(rng):
+def test_stochastic_gpu_matches_cpu_with_the_same_seed(rng, gpu):
     x = rng.rand(4, 3, 8, 8).astype(np.float32)
     options = dict(shape=(6, 6), pad=(1, 1), min_scale=0.8, max_scale=1.2, angle=0.5, flip_lr=True,
                    flip_ud=True, brightness=0.2, contrast=1.5, contrast_each=True, noise=0.05,
@@ -704,9 +702,8 @@ GPU_RANDOM = {
 }
 
 
-@requires_gpu
 @pytest.mark.parametrize("name", GPU_RANDOM)
-def test_random_functions_on_gpu_match_cpu_with_the_same_seed(name, rng):
+def test_random_functions_on_gpu_match_cpu_with_the_same_seed(name, rng, gpu):
     a = rng.rand(3, 4, 5, 6).astype(np.float32)
     results = []
     for ctx in (nn.Context(), get_extension_context("cudnn")):

@@ -14,7 +14,6 @@ from PIL import Image
 
 import dpnb as nn
 import dpnb.monitor as M
-from conftest import requires_gpu
 from dpnb.errors import DpnbError
 from dpnb.logger import configure, logger, read_log_settings
 
@@ -159,24 +158,21 @@ def test_series_and_images_take_variables_and_ndarrays(tmp_path):
     assert (tmp_path / "loss.series.txt").read_text() == "1 1.5\n"
 
 
-@requires_gpu
-def test_gpu_values_are_brought_to_the_host(tmp_path):
-    import cupy
-
+def test_gpu_values_are_brought_to_the_host(tmp_path, gpu):
     from dpnb.ext_utils import get_extension_context
 
     mon = M.Monitor(str(tmp_path))
     images = np.arange(24, dtype=np.float32).reshape(2, 3, 2, 2)
     with nn.context_scope(get_extension_context("cudnn")):
         v = nn.Variable(images.shape)
-    v.d = cupy.asarray(images)
+    v.d = gpu.asarray(images)
     M.MonitorImageTile("gpu", mon, verbose=False).add(0, v)
     M.MonitorImageTile("host", mon, verbose=False).add(0, images)
     np.testing.assert_array_equal(np.asarray(Image.open(tmp_path / "gpu" / "000000.png")),
                                   np.asarray(Image.open(tmp_path / "host" / "000000.png")))
     series = M.MonitorSeries("loss", mon, interval=2, verbose=False)
-    series.add(0, cupy.asarray(np.float32(0.5)))
-    series.add(1, cupy.asarray(np.float32(0.25)))
+    series.add(0, gpu.asarray(np.float32(0.5)))
+    series.add(1, gpu.asarray(np.float32(0.25)))
     assert (tmp_path / "loss.series.txt").read_text() == "1 0.375\n"
 
 

@@ -8,7 +8,6 @@ import os
 import h5py
 import numpy as np
 import pytest
-from conftest import requires_gpu
 
 import dpnb as nn
 import dpnb.solvers as S
@@ -82,9 +81,8 @@ def test_updates_and_states_match_nnabla(monkeypatch, name, cpu_slice):
     assert_states(solver, case)
 
 
-@requires_gpu
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_updates_and_states_match_nnabla_on_gpu(name):
+def test_updates_and_states_match_nnabla_on_gpu(name, gpu):
     """One run per solver on the GPU: per-parameter norms by segment sums there too."""
     case = CASES[name]
     with nn.context_scope(get_extension_context("cudnn")):

@@ -236,6 +236,43 @@ def test_named_arrays_travel_as_flat_storage_views_and_come_back_by_name():
     assert remote.unpack(remote.pack([])) == []
 
 
+def test_gathers_bring_gpu_values_to_the_host(gpu):
+    """What the notebook gathers from an engine whose network is on the GPU comes back as
+    NumPy arrays equal to the device's: gradients and values packed from GPU flat storage,
+    checksums of the parameters' bytes, and CuPy arrays nested in an evaluated result."""
+    import dpnb as nn
+    import dpnb.parametric_functions as PF
+    from dpnb.cluster.engine import calls as remote
+    from dpnb.context import to_module
+    from dpnb.ext_utils import get_extension_context
+
+    rng = np.random.RandomState(0)
+    host = {}
+    for extension in ("cpu", "cudnn"):
+        nn.clear_parameters()
+        with nn.context_scope(get_extension_context(extension)):
+            PF.affine(nn.Variable((2, 3)), 4, name="fc")
+        params = nn.get_parameters()
+        if extension == "cpu":
+            values = {name: rng.randn(*p.shape).astype(np.float32) for name, p in params.items()}
+        for name, p in params.items():
+            p.d, p.g = values[name], 2 * values[name]
+        host[extension] = (remote.unpack(remote.gradients()),
+                           remote.unpack(remote.parameter_values(list(params))),
+                           remote.checksums())
+    on_gpu = [(name, p.d) for name, p in params.items()]
+    assert all(type(v).__module__.split(".")[0] == "cupy" for _, v in on_gpu)
+    for gathered, expected in zip(host["cudnn"][:2], host["cpu"][:2]):
+        assert [name for name, _ in gathered] == [name for name, _ in expected]
+        for (_, got), (_, want) in zip(gathered, expected):
+            assert type(got) is np.ndarray
+            np.testing.assert_array_equal(got, want)
+    assert host["cudnn"][2] == host["cpu"][2]
+    nested = remote.to_host({"w": on_gpu, "scalar": gpu.float32(1.5) * gpu.ones(())})
+    assert type(nested["w"][0][1]) is np.ndarray and type(nested["scalar"]) is np.ndarray
+    np.testing.assert_array_equal(nested["w"][0][1], to_module(on_gpu[0][1], np))
+
+
 def test_cluster_gone_shows_as_its_message_alone(capsys):
     """A cell that meets a gone cluster shows one line: the frames are dpnb's and
     ipyparallel's, none of the user's."""

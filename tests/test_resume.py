@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import requires_gpu
 
 from dpnb.cluster import Cluster
 from dpnb.cluster.journal import Entry
@@ -260,6 +259,7 @@ import os, random, sys
 import numpy as np
 import dpnb as nn, dpnb.functions as F, dpnb.parametric_functions as PF, dpnb.solvers as S
 from dpnb.cluster.engine import training_state
+from dpnb.context import to_module
 from dpnb.ext_utils import get_extension_context
 
 ctx = get_extension_context(sys.argv[1])
@@ -296,7 +296,7 @@ def train(x, t, loss, solver, state, until):
 net = session()
 state = nn.TrainingState(solver=net[3], rngs={"gen": gen, "py": py}, directory=directory, step=0)
 train(*net, state, 10)
-reference = {k: np.array(v.d) for k, v in nn.get_parameters(grad_only=False).items()}
+reference = {k: to_module(v.d, np).copy() for k, v in nn.get_parameters(grad_only=False).items()}
 draws = (gen.normal(), py.random(), random.random(), np.random.rand(), nn.random.prng.rand())
 
 net = session()                                   # a fresh run dies after step 8
@@ -309,20 +309,22 @@ gen.normal(), py.random(), random.random(), np.random.rand(), nn.random.prng.ran
 assert training_state.finish_resume() == {"restored": 2, "counters": {"step": 6}}
 train(*net, state, 10)
 for k, v in nn.get_parameters(grad_only=False).items():
-    assert np.array_equal(np.array(v.d), reference[k]), k
+    assert np.array_equal(to_module(v.d, np), reference[k]), k
 assert (gen.normal(), py.random(), random.random(), np.random.rand(),
         nn.random.prng.rand()) == draws
 print("identical", sorted(os.listdir(directory)))
 """
 
 
-@pytest.mark.parametrize("extension", ["cpu", pytest.param("cudnn", marks=requires_gpu)])
-def test_restore_in_one_process(tmp_path, extension):
+@pytest.mark.parametrize("extension", ["cpu", "cudnn"])
+def test_restore_in_one_process(tmp_path, extension, request):
     """Parameters, a Momentum solver's states, dpnb's, NumPy's, Python's and the user's
-    generators come back from a commit (one MPI rank, host or GPU arrays)."""
+    generators come back from a commit (one MPI rank, host or GPU arrays: the real CuPy's
+    or the stand-in's)."""
+    env = request.getfixturevalue("gpu_environment") if extension == "cudnn" else {}
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(ONE_PROCESS), extension,
                              str(tmp_path)], capture_output=True, text=True, timeout=120,
-                            check=False)
+                            check=False, env={**os.environ, **env})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "identical ['commit-000003.complete', 'commit-000003.rank-0.npz']" in result.stdout
 

@@ -2,7 +2,6 @@
 rules, on flat-storage parameters, loose variables and mixes of the two."""
 import numpy as np
 import pytest
-from conftest import requires_gpu
 
 import dpnb as nn
 import dpnb.solvers as S
@@ -723,8 +722,7 @@ def test_set_states_of_another_solver_type(rng):
         adam.set_states(momentum.get_states())
 
 
-@requires_gpu
-def test_gpu_matches_cpu(rng):
+def test_gpu_matches_cpu(rng, gpu):
     init = {n: rng.randn(*s).astype(np.float32) for n, s in SHAPES.items()}
     grads = [{n: 3 * rng.randn(*s).astype(np.float32) for n, s in SHAPES.items()}
              for _ in range(3)]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import requires_gpu
+from conftest import requires_nccl
 
 import dpnb as nn
 import dpnb.communicators as C
@@ -25,13 +25,20 @@ def test_matches_batch_normalization_of_the_global_batch(n):
     check_ranks(n, SCRIPTS / "sync_bn.py")
 
 
-@requires_gpu
+@requires_nccl
 def test_gpu_matches_batch_normalization_of_the_global_batch():
-    """One rank per GPU (one rank where there is one GPU), through NCCL."""
+    """One rank per GPU (one rank where there is one GPU), through NCCL: needs a real GPU."""
     import cupy
 
     n = min(2, cupy.cuda.runtime.getDeviceCount())
     check_ranks(n, SCRIPTS / "sync_bn.py", "cudnn", timeout=120)
+
+
+def test_gpu_arrays_over_mpi_match_batch_normalization_of_the_global_batch(gpu_environment):
+    """CuPy arrays on two ranks, their statistics staged through the host over MPI: NCCL
+    off where there is a GPU, the CuPy stand-in where there is none."""
+    check_ranks(2, SCRIPTS / "sync_bn.py", "cudnn", timeout=120,
+                env={**gpu_environment, "DPNB_COMM_NCCL": "0"})
 
 
 def bn_inputs() -> list:

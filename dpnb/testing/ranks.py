@@ -175,9 +175,9 @@ def assert_ranks_ok(run: RanksRun, ranks: Iterable[int] | None = None,
         raise AssertionError("\n".join(missed + [run.explain(), run.output]))
 
 
-def check_ranks(n: int, script: str | os.PathLike, *args: str,
-                timeout: float = 60.0) -> RanksRun:
+def check_ranks(n: int, script: str | os.PathLike, *args: str, timeout: float = 60.0,
+                env: dict[str, str] | None = None) -> RanksRun:
     """Run ``script`` on ``n`` ranks (``run_script``) and require every rank's OK."""
-    run = run_script(n, script, *args, timeout=timeout)
+    run = run_script(n, script, *args, timeout=timeout, env=env)
     assert_ranks_ok(run)
     return run

@@ -1,7 +1,12 @@
-"""Run under mpiexec with one rank per GPU: the NCCL path (CuPy arrays, GPU flat
-storage, all_reduce_callback, the gradient reducer, all_gather, reduce_scatter) and the host-staged MPI path (a list mixing host
-and GPU arrays), against NumPy references."""
+"""Run under mpiexec with one rank per GPU, the argument naming the transport of CuPy
+arrays: "nccl" (a real GPU with NCCL) or "mpi" (``DPNB_COMM_NCCL=0``, or the CuPy
+stand-in, which has no NCCL).  The collectives of CuPy arrays (GPU flat storage,
+all_reduce_callback, the gradient reducer, all_gather, reduce_scatter) through that
+transport, and a list mixing host and GPU arrays (host-staged over MPI), against NumPy
+references."""
 from __future__ import annotations
+
+import sys
 
 import cupy
 import numpy as np
@@ -16,33 +21,34 @@ from dpnb.testing import Checks, guarded, rank_data
 SHAPES = [(3, 4), (70000,), (5,)]
 
 
-def check_gather_scatter(comm, ok: Checks, n: int, r: int) -> None:
-    """all_gather and reduce_scatter of CuPy arrays: one NCCL call each, no host staging."""
+def check_gather_scatter(comm, ok: Checks, n: int, r: int, transport: str) -> None:
+    """all_gather and reduce_scatter of CuPy arrays: one call each."""
     for dtype in (np.float32, np.float64):
         x = cupy.asarray(rank_data(r, 40, (2, 3), dtype))
         ys = [cupy.zeros((2, 3), dtype) for _ in range(n)]
         before = comm.collectives_issued
         comm.all_gather(x, ys)
-        ok.true(comm.collectives_issued - before == 1, "NCCL all_gather took more than one call")
+        ok.true(comm.collectives_issued - before == 1, "all_gather took more than one call")
         for k, y in enumerate(ys):
             ok.close(cupy.asnumpy(y), rank_data(k, 40, (2, 3), dtype),
-                     f"NCCL all_gather {np.dtype(dtype)} from rank {k}")
+                     f"{transport} all_gather {np.dtype(dtype)} from rank {k}")
         for division in (False, True):
             xs = [cupy.asarray(rank_data(r, 50 + k, (5,), dtype)) for k in range(n)]
             y = cupy.zeros(5, dtype)
             comm.reduce_scatter(xs, y, division=division)
             exp = sum(rank_data(k, 50 + r, (5,), dtype) for k in range(n))
             ok.close(cupy.asnumpy(y), (exp / n).astype(dtype) if division else exp,
-                     f"NCCL reduce_scatter {np.dtype(dtype)} division={division}")
+                     f"{transport} reduce_scatter {np.dtype(dtype)} division={division}")
 
 
-def main() -> None:
+def main(transport: str) -> None:
     ctx = get_extension_context("cudnn")
     comm = C.MultiProcessCommunicator(ctx)
     comm.init()
     n, r = comm.size, comm.rank
     ok = Checks(r)
-    ok.true(comm.uses_nccl, "NCCL is not available to CuPy here")
+    ok.true(comm.uses_nccl == (transport == "nccl"),
+            f"expected CuPy arrays to go through {transport}; uses_nccl is {comm.uses_nccl}")
     ctx = get_extension_context("cudnn", device_id=comm.ctx.device_id)
     for dtype in (np.float32, np.float64):
         for division in (False, True):
@@ -52,18 +58,18 @@ def main() -> None:
             for i, got in enumerate(mine):
                 exp = sum(data[k][i] for k in range(n))
                 exp = (exp / n).astype(dtype) if division else exp
-                ok.close(cupy.asnumpy(got), exp, f"NCCL all_reduce {np.dtype(dtype)} "
+                ok.close(cupy.asnumpy(got), exp, f"{transport} all_reduce {np.dtype(dtype)} "
                                                   f"division={division} array {i}")
             mine = [cupy.asarray(a) for a in data[r]]
             comm.bcast(mine, src=n - 1)
             for i, got in enumerate(mine):
-                ok.close(cupy.asnumpy(got), data[n - 1][i], f"NCCL bcast array {i}")
+                ok.close(cupy.asnumpy(got), data[n - 1][i], f"{transport} bcast array {i}")
             mine = [cupy.asarray(a) for a in data[r]]
             comm.reduce(mine, dst=0, division=division)
             if r == 0:
                 exp = sum(data[k][0] for k in range(n))
                 exp = (exp / n).astype(dtype) if division else exp
-                ok.close(cupy.asnumpy(mine[0]), exp, "NCCL reduce at the root")
+                ok.close(cupy.asnumpy(mine[0]), exp, f"{transport} reduce at the root")
     mixed = [rank_data(r, 20, (6,), np.float32), cupy.asarray(rank_data(r, 21, (7,), np.float32))]
     comm.all_reduce(mixed, division=True)
     ok.close(mixed[0], sum(rank_data(k, 20, (6,), np.float32) for k in range(n)) / np.float32(n),
@@ -93,7 +99,7 @@ def main() -> None:
         loss.backward(communicator_callbacks=comm.all_reduce_callback(
             [p.grad for p in params], 8 * 16, division=True))
         for i, p in enumerate(params):
-            ok.close(cupy.asnumpy(p.g), expected[i], f"NCCL all_reduce_callback gradient {i}")
+            ok.close(cupy.asnumpy(p.g), expected[i], f"{transport} all_reduce_callback gradient {i}")
         solver = S.Sgd(0.1)
         solver.set_parameters(nn.get_parameters())
         reducer = comm.gradient_reducer(solver, division=True, pack_size=8 * 16)
@@ -106,10 +112,10 @@ def main() -> None:
             for i, p in enumerate(params):
                 ok.close(cupy.asnumpy(p.g), expected[i],
                          f"GPU gradient reducer (callback={callback is not None}) gradient {i}")
-    check_gather_scatter(comm, ok, n, r)
+    check_gather_scatter(comm, ok, n, r, transport)
     comm.barrier()
     ok.finish()
 
 
 if __name__ == "__main__":
-    guarded(main)
+    guarded(lambda: main(sys.argv[1]))

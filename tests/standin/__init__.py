@@ -3,14 +3,16 @@ this folder, installed for one test at a time where the real CuPy is absent.
 
 ``installed()`` puts this folder first on ``sys.path``, imports the stand-in and, on the
 way out, removes every ``cupy*`` module, the path entry and the device objects dpnb
-cached for it, so that the next test sees a CPU-only machine again.  The fixture
-``cupy_standin`` (in ``tests/conftest.py``) wraps it; both skip where the real CuPy is
-importable (test against it there)."""
+cached for it, so that the next test sees a CPU-only machine again.  ``environment()``
+gives the processes a test starts (MPI ranks, a fresh interpreter) the stand-in too.
+The fixtures ``gpu``, ``gpu_environment`` and ``cupy_standin`` (in ``tests/conftest.py``)
+wrap them; they stay out where the real CuPy is importable (test against it there)."""
 from __future__ import annotations
 
 import contextlib
 import importlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -38,6 +40,15 @@ def _reset_dpnb() -> None:
     if storage is not None:
         for key in [k for k in storage._storages if k[1] != "cpu"]:
             del storage._storages[key]
+
+
+def environment(device_count: int = 1) -> dict[str, str]:
+    """Variables under which a new Python process imports the stand-in as ``cupy``, with
+    ``device_count`` GPUs: this folder first on ``PYTHONPATH``."""
+    if real_cupy_present():
+        raise RuntimeError("the real CuPy is importable here; the stand-in stays out")
+    path = os.pathsep.join(p for p in (HERE, os.environ.get("PYTHONPATH")) if p)
+    return {"PYTHONPATH": path, "CUPY_STANDIN_DEVICE_COUNT": str(device_count)}
 
 
 @contextlib.contextmanager

@@ -90,7 +90,7 @@ def _limit_threads(local_size: int) -> None:
         os.execv(sys.executable, [sys.executable, "-m", "dpnb.cluster.engine", *sys.argv[1:]])
 
 
-def _use_local_gpu(local_rank: int) -> str:
+def use_local_gpu(local_rank: int) -> str:
     """Make GPU ``local_rank`` CuPy's current device; "cpu" where there is no usable GPU."""
     try:
         import cupy
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
         local = local_rank_from_mpi(world)
         os.environ.update(thread_settings(local[1]))
     local_rank, local_size = local
-    device = _use_local_gpu(local_rank)
+    device = use_local_gpu(local_rank)
     os.environ.update(DPNB_RANK=str(rank), DPNB_SIZE=str(size), DPNB_LOCAL_RANK=str(local_rank),
                       DPNB_LOCAL_SIZE=str(local_size), DPNB_DEVICE=device)
 

@@ -1,7 +1,10 @@
 """``cupy.cuda.runtime``: the device count and the current device, per host thread as in
-CUDA.  The count is the stand-in's setting (``tests.standin.installed(device_count=...)``)."""
+CUDA.  The count is the stand-in's setting: ``tests.standin.installed(device_count=...)``
+in a test's own process, ``$CUPY_STANDIN_DEVICE_COUNT`` (``standin.environment``) in the
+processes it starts."""
 from __future__ import annotations
 
+import os
 import threading
 
 
@@ -21,7 +24,7 @@ cudaErrorInvalidDevice = 101
 cudaErrorInvalidResourceHandle = 400
 cudaErrorNotReady = 600
 
-_device_count = 1
+_device_count = int(os.environ.get("CUPY_STANDIN_DEVICE_COUNT", "1"))
 _local = threading.local()
 
 
