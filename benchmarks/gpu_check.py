@@ -19,27 +19,32 @@ under ``mpiexec`` (found by ``dpnb.communicators.find_mpiexec``):
   over an existing network's parameters, and onto the CPU.
 - comm_nccl: 1 rank over NCCL: all_reduce of flat-storage gradients and of separate
   CuPy arrays (division off and on), bcast, all_gather, reduce_scatter.
-- comm_host_staged: the same on 2 ranks sharing GPU 0, without NCCL (NCCL refuses
-  two ranks on one GPU).  dpnb's communicator has no switch that turns NCCL off,
-  so these ranks build it on the CPU context, with which it moves CuPy arrays
-  through host memory over MPI: the path a GPU context takes where NCCL is missing.
+- comm_host_staged: the same on 2 ranks sharing GPU 0, with NCCL turned off
+  (``use_nccl = False``; NCCL refuses two ranks on one GPU): CuPy arrays through host
+  memory over MPI, the path a GPU context takes where NCCL is missing.
 - comm_nccl_2gpus: 2 ranks over NCCL, one GPU each (skipped with fewer GPUs).
-- time_resnet23: ResNet-23 training step (nmaps=64, batch 64, Adam), whole and by phase.
+- time_resnet23: ResNet-23 training step (nmaps=64, batch 64, Adam), whole and by
+  phase, in turns with PyTorch's step of the identical network on the same GPU
+  (``benchmarks/train_step.py``'s, cuDNN with PyTorch's default settings) where
+  PyTorch with CUDA is installed: the ratio dpnb / PyTorch.
 - time_allreduce_*: all_reduce bandwidth of one CuPy array, 4 KB .. 256 MB, beside a
   raw CuPy copy of the same bytes on the same GPU (the reference), for each path.
 
 Times are medians of several repetitions, with the CUDA stream synchronised before
 and after each; on several ranks, the slowest rank's.  algbw = bytes / time,
-busbw = algbw * 2(n-1)/n (as nccl-tests); the copy's GB/s count each byte once,
-though the GPU reads and writes it.  The summary lists every stage as PASS, FAIL or
-SKIP; a GPU run records its results in benchmarks/results/gpu_check.json, unless
-``--json PATH`` sends them to PATH; the exit status is 1 if any stage failed.
+busbw = algbw * 2(n-1)/n (nccl-tests' definition for all_reduce, so 0 on one rank);
+the copy's GB/s count each byte once, though the GPU reads and writes it.  The summary
+is a Markdown table of every stage (PASS, FAIL or SKIP, seconds, the headline figure),
+for the README to quote; a GPU run records its results in
+benchmarks/results/gpu_check.json, unless ``--json PATH`` sends them to PATH; the exit
+status is 1 if any stage failed.
 
-``--cpu-dry-run`` runs the same code with the CPU context standing in for the GPU
-(NumPy against NumPy, the communicator over MPI alone, 2 stand-in GPUs, smaller
-sizes; its results are written only where ``--json`` says).  ``--inject-failure STAGE``
-exists to test this script: it shifts the first reference that STAGE compares against (on
-every rank), so that the stage must fail.
+``--cpu-dry-run`` runs the same code on the NumPy-backed CuPy stand-in of the tests
+(``tests/standin``, 2 stand-in GPUs, smaller sizes): CuPy's API as dpnb meets it, without
+a GPU, against the CPU context; PyTorch's reference, where installed, runs on the CPU;
+the NCCL stages, which need a real GPU, are skipped.  Its results are written only where
+``--json`` says.  ``--inject-failure STAGE`` exists to test this script: it shifts the
+first reference that STAGE compares against (on every rank), so that the stage must fail.
 """
 from __future__ import annotations
 
@@ -74,7 +79,9 @@ from dpnb.testing import Checks, rank_data, run_ranks, time_in_turns  # noqa: E4
 
 sys.path.insert(0, str(ROOT / "tests"))
 from nnabla_cases import functions as harness  # noqa: E402  (the tests' function cases)
+from standin import environment as standin_environment  # noqa: E402
 from timing import Output, add_output_options, output_of  # noqa: E402
+from train_step import torch_adam_step  # noqa: E402
 
 REFERENCE = get_extension_context("cpu")
 HARNESS_LIB = harness.library(nn, F, PF)
@@ -91,6 +98,7 @@ class Stage:
     gpus: int       # GPUs it needs; skipped where fewer exist
     timeout: float  # seconds
     what: str
+    nccl: bool = False  # needs NCCL: skipped in a dry run (the stand-in has none)
 
 
 STAGES = [
@@ -99,13 +107,15 @@ STAGES = [
     Stage("solvers", 0, 1, 120, "every solver, 3 updates, GPU vs CPU"),
     Stage("resnet23", 0, 1, 180, "ResNet-23 (nmaps=16, batch 8) training step, GPU vs CPU"),
     Stage("save_load", 0, 1, 60, "parameters saved from the GPU and loaded back"),
-    Stage("comm_nccl", 1, 1, 120, "collectives over NCCL, 1 rank, vs NumPy"),
+    Stage("comm_nccl", 1, 1, 120, "collectives over NCCL, 1 rank, vs NumPy", nccl=True),
     Stage("comm_host_staged", 2, 1, 120, "collectives without NCCL, 2 ranks on GPU 0, vs NumPy"),
-    Stage("comm_nccl_2gpus", 2, 2, 120, "collectives over NCCL, 2 ranks on 2 GPUs, vs NumPy"),
-    Stage("time_resnet23", 0, 1, 240, "ResNet-23 (nmaps=64, batch 64) training step"),
-    Stage("time_allreduce_nccl", 1, 1, 180, "all_reduce bandwidth, NCCL, 1 rank"),
+    Stage("comm_nccl_2gpus", 2, 2, 120, "collectives over NCCL, 2 ranks on 2 GPUs, vs NumPy",
+          nccl=True),
+    Stage("time_resnet23", 0, 1, 240, "ResNet-23 (nmaps=64, batch 64) training step vs PyTorch"),
+    Stage("time_allreduce_nccl", 1, 1, 180, "all_reduce bandwidth, NCCL, 1 rank", nccl=True),
     Stage("time_allreduce_host_staged", 2, 1, 180, "all_reduce bandwidth, host-staged, 2 ranks"),
-    Stage("time_allreduce_nccl_2gpus", 2, 2, 180, "all_reduce bandwidth, NCCL, 2 ranks"),
+    Stage("time_allreduce_nccl_2gpus", 2, 2, 180, "all_reduce bandwidth, NCCL, 2 ranks",
+          nccl=True),
 ]
 STAGE_BY_NAME = {s.name: s for s in STAGES}
 
@@ -113,22 +123,21 @@ STAGE_BY_NAME = {s.name: s for s in STAGES}
 # -- what a stage works with --------------------------------------------------
 
 class Device:
-    """Where the checks compute: CuPy on the GPU, or NumPy standing in for it."""
+    """Where the checks compute: CuPy on the GPU (in a dry run, the stand-in's CuPy)."""
 
     def __init__(self, dry_run: bool):
         self.dry_run = dry_run
-        self.xp = np if dry_run else require_cupy()
+        self.xp = require_cupy()
 
     def context(self, device_id: int | str = 0) -> nn.Context:
-        return get_extension_context("cpu" if self.dry_run else "cudnn", device_id=device_id)
+        return get_extension_context("cudnn", device_id=device_id)
 
     def sync(self) -> None:
         """Wait for the work queued on the current CUDA stream."""
-        if not self.dry_run:
-            self.xp.cuda.get_current_stream().synchronize()
+        self.xp.cuda.get_current_stream().synchronize()
 
     def memory_mib(self) -> float | None:
-        """GPU memory held by CuPy's pool (None for NumPy)."""
+        """GPU memory held by CuPy's pool (None in a dry run, which holds none)."""
         if self.dry_run:
             return None
         return self.xp.get_default_memory_pool().total_bytes() / MB
@@ -258,8 +267,9 @@ def environment(run: Run) -> None:
         print(f"  {key:<15} {value}", flush=True)
     run.checks.numbers = info
     if run.dry_run:
-        run.checks.true(run.device.xp is np, "dry run: NumPy stands in for CuPy")
-        run.checks.summary = "CPU dry run (2 stand-in GPUs)"
+        run.checks.true(getattr(run.device.xp, "STANDIN", False),
+                        "dry run: the NumPy-backed stand-in is CuPy", f"CuPy {info['cupy']}")
+        run.checks.summary = f"CPU dry run ({info['gpus']} stand-in GPUs)"
         return
     run.checks.true(info["gpus"] >= 1, "CuPy sees a GPU",
                     info.get("cuda_error", f"CuPy: {info['cupy']}"))
@@ -518,9 +528,8 @@ def collectives(run: Run, nccl: bool) -> None:
     logging.getLogger(C.__name__).addHandler(counter)
     comm, ctx = open_communicator(run, nccl)
     n, r, ok = comm.size, comm.rank, run.checks
-    if nccl and not run.dry_run:
-        from dpnb.communicators._internal.nccl import nccl_module
-        ok.true(nccl_module() is not None, "NCCL is available to CuPy (cupy.cuda.nccl)")
+    if nccl:
+        ok.true(comm.uses_nccl, "NCCL is available to CuPy (cupy.cuda.nccl)")
     shapes = [(3, 4), (20000,), (5,), (16, 8)]
     with nn.context_scope(ctx):
         xp = ctx.xp
@@ -562,15 +571,38 @@ def collectives(run: Run, nccl: bool) -> None:
                 ok.close(target, summed(n, 40 + r, 7, division),
                          f"reduce_scatter, division={division}", 1e-6)
     staged = any("host memory" in m for m in counter.messages)
-    expect_staged = not nccl and not run.dry_run
+    expect_staged = not nccl
     ok.true(staged == expect_staged, "GPU arrays went through host memory" if expect_staged
             else "no GPU array went through host memory",
             f"communicator warnings: {counter.messages}")
-    path = "MPI (dry run)" if run.dry_run else "NCCL" if nccl else "host-staged MPI"
+    path = "NCCL" if nccl else "host-staged MPI"
     ok.summary = f"{n} rank(s) over {path}, {len(ok.items)} checks"
 
 
 # -- timings ----------------------------------------------------------------------
+
+def torch_reference(run: Run, batch: int, nmaps: int) -> tuple[Callable | None, str]:
+    """PyTorch's Adam step of the identical ResNet-23 (benchmarks/train_step.py) on the
+    GPU (on the CPU in a dry run) and what it runs with; None and why where PyTorch, or
+    its CUDA, is missing."""
+    try:
+        import torch
+    except ImportError:
+        return None, "PyTorch is not installed: no reference"
+    device = "cpu" if run.dry_run else "cuda"
+    if device == "cuda" and not torch.cuda.is_available():
+        return None, f"PyTorch {torch.__version__} has no CUDA here: no reference"
+    step = torch_adam_step(batch, nmaps, device)
+    if device == "cpu":
+        return step, f"PyTorch {torch.__version__} on the CPU (dry run)"
+
+    def synchronised_step():
+        step()
+        torch.cuda.synchronize()
+
+    return synchronised_step, (f"PyTorch {torch.__version__}, cuDNN "
+                               f"{torch.backends.cudnn.version()}, same GPU")
+
 
 def time_resnet23(run: Run) -> None:
     nmaps, batch = (16, 8) if run.dry_run else (64, 64)
@@ -593,20 +625,28 @@ def time_resnet23(run: Run) -> None:
             for phase in phases.values():
                 phase()
 
-        whole = time_in_turns({"step": step}, reps, sync=device.sync)["step"]
+        torch_step, reference = torch_reference(run, batch, nmaps)
+        steps = {"step": step} if torch_step is None else {"step": step, "torch": torch_step}
+        whole = time_in_turns(steps, reps, sync=device.sync)
         parts = time_in_turns(phases, reps, sync=device.sync)
         run.checks.true(np.isfinite(host(loss.d)).all(), "the loss stays finite",
                         f"loss {host(loss.d)}")
-    numbers = {"nmaps": nmaps, "batch": batch, "reps": reps, "step_ms": 1e3 * whole,
-               "images_per_s": batch / whole, "gpu_memory_mib": device.memory_mib()}
+    numbers = {"nmaps": nmaps, "batch": batch, "reps": reps, "step_ms": 1e3 * whole["step"],
+               "images_per_s": batch / whole["step"], "gpu_memory_mib": device.memory_mib(),
+               "reference": reference}
     numbers.update((f"{name}_ms", 1e3 * t) for name, t in parts.items())
+    if "torch" in whole:
+        numbers.update(torch_step_ms=1e3 * whole["torch"], ratio=whole["step"] / whole["torch"])
     run.checks.numbers = numbers
     print(f"  ResNet-23 nmaps={nmaps} batch={batch}, median of {reps}: step "
           f"{numbers['step_ms']:.2f} ms ({numbers['images_per_s']:.0f} images/s); forward "
           f"{numbers['forward_ms']:.2f}, backward {numbers['backward_ms']:.2f}, update "
           f"{numbers['update_ms']:.2f} ms (each synchronised alone)", flush=True)
+    compared = (f"; PyTorch {numbers['torch_step_ms']:.2f} ms, dpnb / PyTorch "
+                f"{numbers['ratio']:.2f}x" if "torch" in whole else "")
+    print(f"  {reference}{compared}", flush=True)
     run.checks.summary = (f"step {numbers['step_ms']:.2f} ms, {numbers['images_per_s']:.0f} "
-                          f"images/s (nmaps={nmaps}, batch {batch})")
+                          f"images/s (nmaps={nmaps}, batch {batch}){compared or '; ' + reference}")
 
 
 def sweep_sizes(quick: bool, dry_run: bool) -> list[int]:
@@ -711,8 +751,9 @@ def launch(stage: Stage, args: argparse.Namespace, timeout: float) -> dict:
         command += ["--cpu-dry-run"] * args.cpu_dry_run + ["--quick"] * args.quick
         if args.inject_failure:
             command += ["--inject-failure", args.inject_failure]
+        env = standin_environment(device_count=2) if args.cpu_dry_run else None
         try:
-            run = run_ranks(stage.ranks, command, timeout, capture=False)
+            run = run_ranks(stage.ranks, command, timeout, env=env, capture=False)
         except nn.DpnbError as e:  # no mpiexec
             return {"ok": False, "summary": str(e), "checks": [], "numbers": {}}
         if run.timed_out:
@@ -729,12 +770,15 @@ def launch(stage: Stage, args: argparse.Namespace, timeout: float) -> dict:
 
 
 def print_summary(rows: list[dict]) -> None:
+    """Every stage as a row of a Markdown table, for the README to quote."""
     width = max(len(s.name) for s in STAGES)
-    print("\n## summary")
-    print(f"{'stage':<{width}}  {'result':<6} {'seconds':>8}  notes")
+    print("\n## summary\n")
+    print(f"| {'stage':<{width}} | result | seconds | notes |")
+    print(f"|{'-' * (width + 2)}|--------|--------:|-------|")
     for row in rows:
-        print(f"{row['stage']:<{width}}  {row['status']:<6} {row['seconds']:>8.1f}  "
-              f"{row['summary']}")
+        notes = row["summary"].replace("|", "\\|")
+        print(f"| {row['stage']:<{width}} | {row['status']:<6} | {row['seconds']:>7.1f} | "
+              f"{notes} |")
 
 
 def main_run(args: argparse.Namespace, output: Output) -> int:
@@ -755,6 +799,8 @@ def main_run(args: argparse.Namespace, output: Output) -> int:
         left = deadline - time.monotonic()
         if stage.gpus > gpus:
             row.update(status="SKIP", summary=f"needs {stage.gpus} GPUs, {gpus} found")
+        elif stage.nccl and args.cpu_dry_run:
+            row.update(status="SKIP", summary="needs NCCL on a real GPU (the stand-in has none)")
         elif left < 5:
             row.update(status="FAIL", summary=f"not run: the --budget of {args.budget} s "
                        "was spent")
@@ -786,7 +832,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true",
                         help="the smallest useful run: fewer repetitions and sizes")
     parser.add_argument("--cpu-dry-run", action="store_true",
-                        help="the CPU context stands in for the GPU (to test this script)")
+                        help="the tests' NumPy-backed CuPy stand-in plays the GPU (to test "
+                             "this script and CuPy's use without a GPU)")
     parser.add_argument("--only", metavar="STAGE,...",
                         help="the stages to run (environment always runs)")
     parser.add_argument("--budget", type=float, default=450,

@@ -45,12 +45,10 @@ def dpnb_worker(steps: int) -> dict:
     return {"step_s": dpnb_adam_step_seconds(loss, steps), "peak_mib": peak_rss_mib() - base}
 
 
-def torch_worker(steps: int) -> dict:
+def torch_resnet23(nmaps: int = NMAPS, ncls: int = NCLS):
+    """dpnb.models.resnet23_prediction, layer for layer, as a PyTorch module."""
     import torch
     from torch import nn as tnn
-
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
 
     def conv_bn(cin, cout, k):
         return [tnn.Conv2d(cin, cout, k, padding=k // 2, bias=False), tnn.BatchNorm2d(cout)]
@@ -65,17 +63,25 @@ def torch_worker(steps: int) -> dict:
         def forward(self, x):
             return torch.relu(self.body(x) + x)
 
-    layers = [*conv_bn(3, NMAPS, 3), tnn.ReLU()]
+    layers = [*conv_bn(3, nmaps, 3), tnn.ReLU()]
     for unit in range(2, 9):
-        layers.append(Bottleneck(NMAPS))
+        layers.append(Bottleneck(nmaps))
         if unit in (3, 5, 7):
             layers.append(tnn.MaxPool2d(2))
-    layers += [tnn.AvgPool2d(4), tnn.Flatten(), tnn.Linear(NMAPS, NCLS)]
-    base = rss_mib()
-    model = tnn.Sequential(*layers)
+    layers += [tnn.AvgPool2d(4), tnn.Flatten(), tnn.Linear(nmaps, ncls)]
+    return tnn.Sequential(*layers)
+
+
+def torch_adam_step(batch: int, nmaps: int, device: str = "cpu"):
+    """One Adam step of ``torch_resnet23`` on fixed random images and labels on ``device``."""
+    import torch
+    from torch import nn as tnn
+
+    torch.manual_seed(0)
+    model = torch_resnet23(nmaps).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    image = torch.randn(BATCH, 3, 32, 32)
-    label = torch.randint(0, NCLS, (BATCH,))
+    image = torch.randn(batch, 3, 32, 32, device=device)
+    label = torch.randint(0, NCLS, (batch,), device=device)
 
     def step():
         loss = tnn.functional.cross_entropy(model(image), label)
@@ -83,6 +89,15 @@ def torch_worker(steps: int) -> dict:
         loss.backward()
         optimizer.step()
 
+    return step
+
+
+def torch_worker(steps: int) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    base = rss_mib()
+    step = torch_adam_step(BATCH, NMAPS)
     return {"step_s": median_seconds(step, steps, warmup=2), "peak_mib": peak_rss_mib() - base,
             "torch": torch.__version__}
 

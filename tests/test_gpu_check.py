@@ -1,5 +1,6 @@
-"""benchmarks/gpu_check.py's own logic, run with --cpu-dry-run: the CPU context stands
-in for the GPU, so every stage's code runs on a machine without one."""
+"""benchmarks/gpu_check.py's own logic, run with --cpu-dry-run: the CuPy stand-in
+(tests/standin) plays the GPU, so every stage's code but NCCL's runs on a machine
+without one."""
 from __future__ import annotations
 
 import json
@@ -14,6 +15,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
 STAGES = ["environment", "functions", "solvers", "resnet23", "save_load", "comm_nccl",
           "comm_host_staged", "comm_nccl_2gpus", "time_resnet23", "time_allreduce_nccl",
           "time_allreduce_host_staged", "time_allreduce_nccl_2gpus"]
+NCCL_STAGES = {"comm_nccl", "comm_nccl_2gpus", "time_allreduce_nccl", "time_allreduce_nccl_2gpus"}
 
 
 def dry_run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
@@ -26,20 +28,27 @@ def dry_run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, di
 
 
 def summary_rows(stdout: str) -> dict[str, str]:
-    """Stage -> result, from the summary table."""
+    """Stage -> result, from the summary's Markdown table."""
     table = stdout.split("## summary", 1)[1]
-    return dict(re.findall(r"^(\w+) +(PASS|FAIL|SKIP) ", table, re.M))
+    return dict(re.findall(r"^\| (\w+) +\| (PASS|FAIL|SKIP) +\|", table, re.M))
 
 
 def test_dry_run_passes_and_lists_every_stage(tmp_path):
     process, results = dry_run(tmp_path)
     output = process.stdout + process.stderr
     assert process.returncode == 0, output
-    assert summary_rows(process.stdout) == dict.fromkeys(STAGES, "PASS"), output
+    assert summary_rows(process.stdout) == {
+        stage: "SKIP" if stage in NCCL_STAGES else "PASS" for stage in STAGES}, output
     assert results["passed"] and results["mode"] == "cpu-dry-run"
     assert [row["stage"] for row in results["stages"]] == STAGES
-    sweep = next(row for row in results["stages"]
-                 if row["stage"] == "time_allreduce_host_staged")["numbers"]["sweep"]
+    rows = {row["stage"]: row for row in results["stages"]}
+    assert rows["environment"]["numbers"]["cupy"].endswith("+standin")
+    assert "over host-staged MPI" in rows["comm_host_staged"]["summary"]
+    timing = rows["time_resnet23"]["numbers"]
+    assert timing["step_ms"] > 0
+    if "torch_step_ms" in timing:
+        assert timing["ratio"] == pytest.approx(timing["step_ms"] / timing["torch_step_ms"])
+    sweep = rows["time_allreduce_host_staged"]["numbers"]["sweep"]
     assert [row["bytes"] for row in sweep] == [4 << 10, 256 << 10, 1 << 20]
     assert all(row["algbw_gbps"] > 0 and row["copy_gbps"] > 0 for row in sweep)
 

@@ -55,6 +55,12 @@ def setDevice(device: int) -> None:
     _local.device = int(device)
 
 
+def getDeviceProperties(device: int) -> dict:
+    """The few properties a report reads; the stand-in names itself and has no memory."""
+    _check(int(device))
+    return {"name": b"CuPy stand-in (NumPy)", "totalGlobalMem": 0, "major": 9, "minor": 0}
+
+
 def deviceSynchronize() -> None:
     getDevice()
 
