@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import functools
 import inspect
+import weakref
 from collections.abc import Callable, Iterator
 from types import ModuleType
 
@@ -80,19 +81,19 @@ class Context:
         return state
 
 
-# One CuPy device object per GPU, shared by every context on it, and the one dpnb made
-# current last, so that reading ``Context.xp`` switches only when it differs; a pass
-# switches unconditionally (``Context.use_device``), which also undoes a switch made
-# behind dpnb's back.
-_devices: dict[tuple[ModuleType, int], object] = {}
+# One CuPy device object per GPU, shared by every context on it (kept no longer than
+# the CuPy module that made it), and the one dpnb made current last, so that reading
+# ``Context.xp`` switches only when it differs; a pass switches unconditionally
+# (``Context.use_device``), which also undoes a switch made behind dpnb's back.
+_devices: weakref.WeakKeyDictionary[ModuleType, dict[int, object]] = weakref.WeakKeyDictionary()
 _active_device: object | None = None
 
 
 def _device(cupy: ModuleType, number: int):
-    key = (cupy, number)
-    if key not in _devices:
-        _devices[key] = cupy.cuda.Device(number)
-    return _devices[key]
+    devices = _devices.setdefault(cupy, {})
+    if number not in devices:
+        devices[number] = cupy.cuda.Device(number)
+    return devices[number]
 
 
 def _use(device) -> None:

@@ -2,8 +2,8 @@
 this folder, installed for one test at a time where the real CuPy is absent.
 
 ``installed()`` puts this folder first on ``sys.path``, imports the stand-in and, on the
-way out, removes every ``cupy*`` module, the path entry and the device objects dpnb
-cached for it, so that the next test sees a CPU-only machine again.  ``environment()``
+way out, removes every ``cupy*`` module and the path entry, and clears dpnb's
+parameters, so that the next test sees a CPU-only machine again.  ``environment()``
 gives the processes a test starts (MPI ranks, a fresh interpreter) the stand-in too.
 The fixtures ``gpu``, ``gpu_environment`` and ``cupy_standin`` (in ``tests/conftest.py``)
 wrap them; they stay out where the real CuPy is importable (test against it there)."""
@@ -30,16 +30,12 @@ def _forget() -> None:
         del sys.modules[name]
 
 
-def _reset_dpnb() -> None:
-    """dpnb's caches that may hold stand-in objects: devices and flat storages."""
-    context = sys.modules.get("dpnb.context")
-    if context is not None:
-        context._devices.clear()
-        context._active_device = None
-    storage = sys.modules.get("dpnb.storage")
-    if storage is not None:
-        for key in [k for k in storage._storages if k[1] != "cpu"]:
-            del storage._storages[key]
+def _drop_dpnb_arrays() -> None:
+    """The stand-in's arrays die with it: dpnb's parameters and flat storage, which may
+    hold them, start afresh (the device objects dpnb keeps go with the module)."""
+    dpnb = sys.modules.get("dpnb")
+    if dpnb is not None:
+        dpnb.clear_parameters()
 
 
 def environment(device_count: int = 1) -> dict[str, str]:
@@ -66,4 +62,4 @@ def installed(device_count: int = 1):
     finally:
         sys.path.remove(HERE)
         _forget()
-        _reset_dpnb()
+        _drop_dpnb_arrays()
