@@ -80,8 +80,8 @@ from dpnb.testing import Checks, rank_data, run_ranks, time_in_turns  # noqa: E4
 sys.path.insert(0, str(ROOT / "tests"))
 from nnabla_cases import functions as harness  # noqa: E402  (the tests' function cases)
 from standin import environment as standin_environment  # noqa: E402
-from timing import Output, add_output_options, output_of  # noqa: E402
-from train_step import torch_adam_step  # noqa: E402
+from timing import Output, add_output_options, output_of, torch_adam_step  # noqa: E402
+from train_step import torch_resnet23_loss  # noqa: E402
 
 REFERENCE = get_extension_context("cpu")
 HARNESS_LIB = harness.library(nn, F, PF)
@@ -592,7 +592,7 @@ def torch_reference(run: Run, batch: int, nmaps: int) -> tuple[Callable | None, 
     device = "cpu" if run.dry_run else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
         return None, f"PyTorch {torch.__version__} has no CUDA here: no reference"
-    step = torch_adam_step(batch, nmaps, device)
+    step = torch_adam_step(*torch_resnet23_loss(batch, nmaps, device))
     if device == "cpu":
         return step, f"PyTorch {torch.__version__} on the CPU (dry run)"
 

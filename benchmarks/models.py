@@ -19,7 +19,7 @@ import json
 import statistics
 
 from timing import (add_output_options, dpnb_adam_step_seconds, output_of, run_worker,
-                    torch_installed)
+                    torch_adam_step, torch_installed)
 
 from dpnb.testing import median_seconds
 
@@ -68,11 +68,12 @@ def dpnb_worker(model: str, steps: int) -> dict:
     return {"step_s": dpnb_adam_step_seconds(loss, steps)}
 
 
-def torch_worker(model: str, steps: int) -> dict:
+def torch_loss(model: str):
+    """The PyTorch twin of ``dpnb_lstm`` / ``dpnb_transformer`` as ``(loss function,
+    parameters)``."""
     import torch
     from torch import nn as tnn
 
-    torch.set_num_threads(1)
     torch.manual_seed(0)
     if model == "lstm":
         embed, lstm = tnn.Embedding(VOCAB, EMBED), tnn.LSTM(EMBED, HIDDEN, LSTM_LAYERS)
@@ -95,15 +96,14 @@ def torch_worker(model: str, steps: int) -> dict:
         def loss():
             return tnn.functional.cross_entropy(head(encoder(src).mean(0)), label)
 
-    params = [p for m in modules for p in m.parameters()]
-    optimizer = torch.optim.Adam(params, lr=1e-3)
+    return loss, [p for m in modules for p in m.parameters()]
 
-    def step():
-        value = loss()
-        optimizer.zero_grad()
-        value.backward()
-        optimizer.step()
 
+def torch_worker(model: str, steps: int) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    step = torch_adam_step(*torch_loss(model))
     return {"step_s": median_seconds(step, steps, warmup=2), "torch": torch.__version__}
 
 

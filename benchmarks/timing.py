@@ -207,3 +207,19 @@ def dpnb_adam_step_seconds(loss, steps: int) -> float:
         solver.update()
 
     return median_seconds(step, steps, warmup=2)
+
+
+def torch_adam_step(loss, params):
+    """A PyTorch training step of ``loss()`` (forward, backward, Adam update of ``params``),
+    the step the training benchmarks compare with dpnb's."""
+    import torch
+
+    optimizer = torch.optim.Adam(params, lr=1e-3)
+
+    def step():
+        value = loss()
+        optimizer.zero_grad()
+        value.backward()
+        optimizer.step()
+
+    return step

@@ -14,7 +14,7 @@ import os
 import resource
 
 from timing import (add_ratios, alternate_workers, dpnb_adam_step_seconds,
-                    median_figures, output_of, serve_as_worker, worker_parser)
+                    median_figures, output_of, serve_as_worker, torch_adam_step, worker_parser)
 
 from dpnb.testing import median_seconds
 
@@ -30,19 +30,19 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def dpnb_worker(steps: int) -> dict:
+def dpnb_resnet23_loss(batch: int = BATCH, nmaps: int = NMAPS):
+    """The mean cross-entropy of dpnb.models.resnet23_prediction on fixed random data."""
     import numpy as np
     import dpnb as nn
     import dpnb.functions as F
     from dpnb.models import resnet23_prediction
 
     rng = np.random.RandomState(0)
-    base = rss_mib()
-    image, label = nn.Variable((BATCH, 3, 32, 32)), nn.Variable((BATCH, 1))
-    image.d = rng.randn(BATCH, 3, 32, 32)
-    label.d = rng.randint(0, NCLS, (BATCH, 1))
-    loss = F.mean(F.softmax_cross_entropy(resnet23_prediction(image, ncls=NCLS, nmaps=NMAPS), label))
-    return {"step_s": dpnb_adam_step_seconds(loss, steps), "peak_mib": peak_rss_mib() - base}
+    image, label = nn.Variable((batch, 3, 32, 32)), nn.Variable((batch, 1))
+    image.d = rng.randn(batch, 3, 32, 32)
+    label.d = rng.randint(0, NCLS, (batch, 1))
+    return F.mean(F.softmax_cross_entropy(resnet23_prediction(image, ncls=NCLS, nmaps=nmaps),
+                                          label))
 
 
 def torch_resnet23(nmaps: int = NMAPS, ncls: int = NCLS):
@@ -72,24 +72,23 @@ def torch_resnet23(nmaps: int = NMAPS, ncls: int = NCLS):
     return tnn.Sequential(*layers)
 
 
-def torch_adam_step(batch: int, nmaps: int, device: str = "cpu"):
-    """One Adam step of ``torch_resnet23`` on fixed random images and labels on ``device``."""
+def torch_resnet23_loss(batch: int = BATCH, nmaps: int = NMAPS, device: str = "cpu"):
+    """``torch_resnet23``'s cross-entropy on fixed random data on ``device``, as
+    ``(loss function, parameters)``."""
     import torch
     from torch import nn as tnn
 
     torch.manual_seed(0)
     model = torch_resnet23(nmaps).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     image = torch.randn(batch, 3, 32, 32, device=device)
     label = torch.randint(0, NCLS, (batch,), device=device)
+    return (lambda: tnn.functional.cross_entropy(model(image), label)), list(model.parameters())
 
-    def step():
-        loss = tnn.functional.cross_entropy(model(image), label)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
 
-    return step
+def dpnb_worker(steps: int) -> dict:
+    base = rss_mib()
+    loss = dpnb_resnet23_loss()
+    return {"step_s": dpnb_adam_step_seconds(loss, steps), "peak_mib": peak_rss_mib() - base}
 
 
 def torch_worker(steps: int) -> dict:
@@ -97,7 +96,7 @@ def torch_worker(steps: int) -> dict:
 
     torch.set_num_threads(1)
     base = rss_mib()
-    step = torch_adam_step(BATCH, NMAPS)
+    step = torch_adam_step(*torch_resnet23_loss())
     return {"step_s": median_seconds(step, steps, warmup=2), "peak_mib": peak_rss_mib() - base,
             "torch": torch.__version__}
 
