@@ -11,6 +11,7 @@ from types import ModuleType
 
 import numpy as np
 
+from . import host_memory
 from .context import Context, array_module_of, get_current_context, to_module
 from .errors import DpnbError, DpnbTypeError, DpnbValueError
 
@@ -40,11 +41,16 @@ def as_shape(shape: int | Sequence[int], what: str = "a shape") -> tuple[int, ..
 def prefer_cached_array(prefer: bool) -> None:
     """nnabla's choice between its caching and non-caching array allocators.
 
-    dpnb's arrays are NumPy's and CuPy's, allocated by those libraries (CuPy through
-    its memory pool, which always caches); there is no other allocator to prefer, so
-    the call only checks its argument, as nnabla's tests and programs make it."""
+    dpnb's arrays are NumPy's and CuPy's.  Host memory is cached as nnabla's
+    ``CpuCachedArray`` caches it where the C library allows (``dpnb.host_memory``),
+    from ``import dpnb`` on, as nnabla prefers cached arrays; ``False`` turns that off.
+    CuPy's memory pool always caches."""
     if not isinstance(prefer, (bool, np.bool_)):
         raise DpnbError(f"prefer_cached_array takes True or False, got {prefer!r}")
+    host_memory.cache(bool(prefer))
+
+
+prefer_cached_array(True)
 
 
 class NdArray:

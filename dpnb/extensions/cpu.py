@@ -1,6 +1,7 @@
 """The CPU extension (``nnabla_ext.cpu``): NumPy arrays in host memory."""
 from __future__ import annotations
 
+from .. import host_memory
 from ..context import Context, make_context
 
 
@@ -30,4 +31,6 @@ def synchronize(**kw) -> None:
 
 
 def clear_memory_cache() -> None:
-    """Nothing to release: NumPy returns memory to the allocator itself."""
+    """Hand the host memory that freed arrays left cached back to the operating system
+    (``dpnb.host_memory``)."""
+    host_memory.release()
