@@ -7,6 +7,7 @@ the message) or a string such as ``"PF.batch_normalization"``."""
 from __future__ import annotations
 
 import importlib
+import math
 import threading
 from collections.abc import Sequence
 
@@ -197,7 +198,7 @@ def workspace(xp, shape: tuple[int, ...], dtype, slot: int = 0):
     itself.  CuPy's memory pool already reuses device memory."""
     if xp is not np:
         return xp.empty(shape, dtype)
-    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
     buffers = getattr(_scratch, "buffers", None)
     if buffers is None:
         buffers = _scratch.buffers = {}

@@ -1,6 +1,8 @@
 """Loss functions and error metrics, and the confusion matrix."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..graph import Function, Variable
@@ -35,13 +37,21 @@ class _Labelled(Function):
                              f"axis {self.axis}), got {t.shape}; reshape the labels")
         if not (np.issubdtype(t.dtype, np.integer) or np.issubdtype(t.dtype, np.floating)):
             raise self.error(f"target must hold class numbers (int or float), got dtype {t.dtype}")
+        # x as (before, classes, after): a sample's class k is entry start + k * after of
+        # the flat x, where start (the target's shape) is its class 0
+        before, after = math.prod(x.shape[:self.axis]), math.prod(x.shape[self.axis + 1:])
+        self.stride = after
+        self.starts = (np.arange(before)[:, None] * (x.shape[self.axis] * after)
+                       + np.arange(after)).reshape(expected)
         return [(expected, x.dtype)]
 
     def _labels(self, t, classes: int):
         """The target as int64 labels, or an error naming a value that is no class."""
         labels = t.astype(np.int64)
-        low = -np.inf if self.ignores_negative_labels else 0
-        bad = (labels != t) | (labels < low) | (labels >= classes)
+        bad = labels >= classes
+        bad |= labels < (-np.inf if self.ignores_negative_labels else 0)
+        if t.dtype.kind == "f":
+            bad |= labels != t
         if bool(bad.any()):
             value = t[bad][0].item()
             negative = (" (or negative, to leave a sample out)"
@@ -51,37 +61,63 @@ class _Labelled(Function):
                              f"{self.axis}; check the labels or the number of outputs")
         return labels
 
+    def _flat_index(self, xp, labels):
+        """Where each sample's label is in the flat x (its class 0 where the label is
+        negative), and where the labels are classes."""
+        kept = labels >= 0
+        starts = self.starts if xp is np else xp.asarray(self.starts)
+        return starts + xp.maximum(labels, 0) * self.stride, kept
+
     def _picked(self, xp, x, labels):
         """x at each sample's label along the axis (x's first class where the label is
         negative), and where the labels are classes."""
-        kept = labels >= 0
-        return xp.take_along_axis(x, xp.where(kept, labels, 0), axis=self.axis), kept
+        index, kept = self._flat_index(xp, labels)
+        return x.reshape(-1)[index], kept
 
 
 class SoftmaxCrossEntropy(_Labelled):
     """-log softmax(x)[target] along an axis (0 where the target is negative); the
-    gradient goes to x only."""
+    gradient goes to x only.  Forward keeps log softmax(x) for backward, as nnabla's."""
 
     nnabla_spec = FunctionSpec("SoftmaxCrossEntropy", "softmax_cross_entropy_param", ("axis",),
                                int_axis, call("softmax_cross_entropy", "axis"))
 
     ignores_negative_labels = True
+    log_p = None  # log softmax(x), from the last forward
 
     def forward_arrays(self, xp, xs):
         x, t = xs
         labels = self._labels(t, x.shape[self.axis])
-        picked, kept = self._picked(xp, log_softmax_of(xp, x, self.axis), labels)
-        return (xp.where(kept, -picked, 0).astype(x.dtype),)
+        self.log_p = log_softmax_of(xp, x, self.axis)
+        picked, kept = self._picked(xp, self.log_p, labels)
+        xp.negative(picked, out=picked)
+        picked *= kept
+        return (picked.astype(x.dtype, copy=False),)
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         (x, t), (gy,) = xs, gys
         if not need_grads[0]:
             return (None, None)
-        labels = t.astype(np.int64)
-        p = xp.exp(log_softmax_of(xp, x, self.axis))
-        classes = xp.arange(x.shape[self.axis]).reshape(
-            tuple(-1 if a == self.axis else 1 for a in range(x.ndim)))
-        return (xp.where(labels >= 0, gy, 0) * (p - (classes == labels)), None)
+        index, kept = self._flat_index(xp, t.astype(np.int64))
+        gy = gy * kept
+        gx = xp.exp(log_softmax_of(xp, x, self.axis) if self.log_p is None else self.log_p)
+        gx *= gy
+        gx.reshape(-1)[index] -= gy  # minus gy at the label: p - one_hot(label), times gy
+        return (gx, None)
+
+    def backward_graph(self, F, xs, ys, gys, need_grads):
+        """Its backward as a graph, from x: (softmax(x) - one_hot(target)) * gy, 0 where the
+        target is negative."""
+        if not need_grads[0]:
+            return [None, None]
+
+        def compute(xp, x, t, gy):
+            labels = t.astype(np.int64)
+            p = xp.exp(log_softmax_of(xp, x, self.axis))
+            classes = xp.arange(x.shape[self.axis]).reshape(
+                tuple(-1 if a == self.axis else 1 for a in range(x.ndim)))
+            return xp.where(labels >= 0, gy, 0) * (p - (classes == labels))
+        return [on_variables(compute, xs[0], xs[1], gys[0]), None]
 
 
 def softmax_cross_entropy(x: Variable, target: Variable, axis: int | None = None,

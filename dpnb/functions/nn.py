@@ -88,7 +88,8 @@ class _Patches:
     """im2col for channel-first arrays of one shape (B, C, *size): the patch (zero-padded
     by ``pad``) under each output position, as (B, group, C/group * prod(kernel),
     prod(out_size)) in the column workspace.  Shapes and strides are worked out once,
-    as they are the same at every call (a small network spends its time on them)."""
+    as they are the same at every call (a small network spends its time on them), and
+    with padding so are the zero-bordered copy of the input and its patches' view."""
 
     def __init__(self, shape, group: int, kernel, pad, stride, dilation, out_size):
         (b, c), size = shape[:2], shape[2:]
@@ -100,6 +101,7 @@ class _Patches:
         self.matrix_shape = (b, group, c // group * math.prod(kernel), math.prod(out_size))
         self.dilation, self.stride = dilation, stride
         self.strides_of: dict[tuple, tuple] = {}  # the input's strides -> the patches'
+        self.padded_of: dict[tuple, tuple] = {}   # (xp, dtype) -> (padded input, patches)
 
     def _strides(self, strides: tuple) -> tuple:
         s_b, s_c, *s_space = strides
@@ -107,16 +109,30 @@ class _Patches:
                 + tuple(s * d for s, d in zip(s_space, self.dilation))
                 + tuple(s * t for s, t in zip(s_space, self.stride)))
 
-    def __call__(self, xp, x):
-        if self.padded_shape is not None:
-            padded = xp.zeros(self.padded_shape, x.dtype)
-            padded[self.inner] = x
-            x = padded
+    def _view(self, xp, x):
+        """The patches of ``x`` as a strided view (no copy)."""
         strides = self.strides_of.get(x.strides)
         if strides is None:
             strides = self.strides_of[x.strides] = self._strides(x.strides)
+        return xp.lib.stride_tricks.as_strided(x, shape=self.shape, strides=strides)
+
+    def _padded(self, xp, dtype) -> tuple:
+        """The zero-bordered buffer the input is copied into, kept between calls (only its
+        interior is ever written), and the view of its patches."""
+        key = (xp, dtype)
+        if key not in self.padded_of:
+            padded = xp.zeros(self.padded_shape, dtype)
+            self.padded_of[key] = padded, self._view(xp, padded)
+        return self.padded_of[key]
+
+    def __call__(self, xp, x):
+        if self.padded_shape is None:
+            patches = self._view(xp, x)
+        else:
+            padded, patches = self._padded(xp, x.dtype)
+            padded[self.inner] = x
         columns = workspace(xp, self.shape, x.dtype)
-        columns[...] = xp.lib.stride_tricks.as_strided(x, shape=self.shape, strides=strides)
+        columns[...] = patches
         return columns.reshape(self.matrix_shape)
 
 
