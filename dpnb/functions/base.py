@@ -271,7 +271,13 @@ class Reduction(Function):
             s for i, s in enumerate(x.shape) if i not in self.axes)
         return [(shape, x.dtype)]
 
-    def spread(self, xp, gy):
-        """The output gradient repeated over the reduced axes (as a new array)."""
-        return xp.broadcast_to(gy.reshape(self.kept_shape), self.in_shape).copy()
+    def spread(self, xp, gy, divisor=None):
+        """The output gradient repeated over the reduced axes, divided by ``divisor`` where
+        given: a new array, written in one pass."""
+        out = xp.empty(self.in_shape, gy.dtype)
+        if divisor is None:
+            xp.copyto(out, gy.reshape(self.kept_shape))
+        else:
+            xp.divide(gy.reshape(self.kept_shape), divisor, out=out)
+        return out
 

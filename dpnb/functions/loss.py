@@ -49,7 +49,8 @@ class _Labelled(Function):
         """The target as int64 labels, or an error naming a value that is no class."""
         labels = t.astype(np.int64)
         bad = labels >= classes
-        bad |= labels < (-np.inf if self.ignores_negative_labels else 0)
+        if not self.ignores_negative_labels:
+            bad |= labels < 0
         if t.dtype.kind == "f":
             bad |= labels != t
         if bool(bad.any()):

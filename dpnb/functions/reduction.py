@@ -52,6 +52,8 @@ class Sum(Reduction):
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
         return (self.spread(xp, gys[0]),)
 
+    backward_graph = linear_backward_graph  # linear: its backward on arrays is a function
+
 
 def sum(x: Variable, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Variable:
     """Sum of the elements over ``axis`` (an int, a tuple, or None for all axes)."""
@@ -66,12 +68,21 @@ class Mean(Reduction):
 
     grad_depends_on_inputs = False
 
+    def output_specs(self, inputs):
+        specs = super().output_specs(inputs)
+        self.count = math.prod(self.in_shape[a] for a in self.axes)
+        return specs
+
     def forward_arrays(self, xp, xs):
-        return (xs[0].mean(axis=self.axes, keepdims=self.keepdims),)
+        x = xs[0]
+        if x.dtype.kind == "f" and x.dtype.itemsize >= 4:  # what mean computes, less overhead
+            return (xp.divide(x.sum(axis=self.axes, keepdims=self.keepdims), self.count),)
+        return (x.mean(axis=self.axes, keepdims=self.keepdims),)  # float16 sums in float32
 
     def backward_arrays(self, xp, xs, ys, gys, need_grads):
-        count = math.prod(self.in_shape[a] for a in self.axes)
-        return (self.spread(xp, gys[0]) / count,)
+        return (self.spread(xp, gys[0], self.count),)
+
+    backward_graph = linear_backward_graph  # linear: its backward on arrays is a function
 
 
 def mean(x: Variable, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Variable:
