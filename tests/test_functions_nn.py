@@ -182,8 +182,9 @@ def test_convolution_stride_1_gradients_match_col2im(rng, options):
     col2im = geo.add_columns_to_image(np, np.matmul(geo.weight_matrix(w).swapaxes(-1, -2),
                                                     grouped))
     np.testing.assert_allclose(gx, col2im, rtol=1e-12, atol=1e-12)
-    x_columns = geo.columns(np, x)
-    np.testing.assert_allclose(gw, np.matmul(grouped, x_columns.swapaxes(-1, -2)).sum(axis=0)
+    x_columns = geo.columns(np, x)  # over wide rows where the padding allows: gy widened
+    widened = geo.x_patches.widen(np, gy).reshape(2, group, 6 // group, -1)
+    np.testing.assert_allclose(gw, np.matmul(widened, x_columns.swapaxes(-1, -2)).sum(axis=0)
                                .reshape(w.shape), rtol=1e-12, atol=1e-12)
 
 
@@ -223,6 +224,35 @@ def test_strided_convolution_over_many_channels(rng, x_shape, w_shape, options):
     y.forward()
     np.testing.assert_allclose(y.d, reference_convolution_nd(x, w, **options), rtol=1e-10)
     check_grad(lambda x, w: F.convolution(x, w, **options), [x, w])
+    check_grad(lambda z, w: F.deconvolution(z, w, **options), [rng.randn(*y.shape), w])
+
+
+# Stride 1 with padding, rows at most a quarter longer padded, columns of at least 4x the
+# channels of their products: columns over wide rows.
+WIDE_ROW_CASES = [
+    ((2, 4, 5, 9), (4, 2, 3, 3), dict(pad=(1, 1), group=2)),
+    ((1, 2, 4, 16), (3, 2, 2, 3), dict(pad=(1, 2), dilation=(1, 2))),
+    ((1, 1, 2, 20, 20), (2, 1, 2, 3, 3), dict(pad=(0, 1, 1))),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, options", WIDE_ROW_CASES)
+def test_stride_1_convolution_over_wide_rows(rng, x_shape, w_shape, options):
+    """Values against the reference, and both gradients and the bias's by finite differences,
+    forward and as deconvolution (whose forward takes the output gradient's wide rows)."""
+    x, w, b = rng.randn(*x_shape), rng.randn(*w_shape), rng.randn(w_shape[0])
+    n = len(x_shape) - 2
+    y = F.convolution(*(nn.Variable.from_numpy_array(a) for a in (x, w, b)), **options)
+    geometry = y.parent.geometry
+    assert geometry.x_patches.wide and geometry.gy_patches.wide
+    y.forward()
+    group, dilation = options.get("group", 1), options.get("dilation", (1,) * n)
+    reference = np.concatenate([reference_convolution_nd(xs, ws, options["pad"], (1,) * n,
+                                                         dilation)
+                                for xs, ws in zip(np.split(x, group, axis=1),
+                                                  np.split(w, group, axis=0))], axis=1)
+    np.testing.assert_allclose(y.d, reference + b.reshape((-1,) + (1,) * n), rtol=1e-10)
+    check_grad(lambda x, w, b: F.convolution(x, w, b, **options), [x, w, b])
     check_grad(lambda z, w: F.deconvolution(z, w, **options), [rng.randn(*y.shape), w])
 
 

@@ -86,22 +86,43 @@ def affine(x: Variable, weight: Variable, bias: Variable | None = None,
 
 class _Patches:
     """im2col for channel-first arrays of one shape (B, C, *size): the patch (zero-padded
-    by ``pad``) under each output position, as (B, group, C/group * prod(kernel),
-    prod(out_size)) in the column workspace.  Shapes and strides are worked out once,
-    as they are the same at every call (a small network spends its time on them), and
-    with padding so are the zero-bordered copy of the input and its patches' view."""
+    by ``pad``) under each position, as (B, group, C/group * prod(kernel), prod(positions))
+    in the column workspace.  Shapes and strides are worked out once, as they are the
+    same at every call (a small network spends its time on them), and with padding so
+    are the zero-bordered copy of the input and its patches' view.
 
-    def __init__(self, shape, group: int, kernel, pad, stride, dilation, out_size):
+    The positions are the output's, except with stride 1 where widening them to whole
+    padded rows (all spatial axes but the first) costs at most a quarter more: then the
+    patches at one kernel offset are one contiguous run of the padded input per sample
+    and channel, copied at memory speed instead of output row by output row.  The extra
+    positions hold other pixels: ``crop`` drops the products there (a copy of the
+    product, of ``product_channels`` per position), and ``widen`` gives what is
+    multiplied with the columns zeros there; wide rows are taken only where the columns
+    are much larger than that product."""
+
+    def __init__(self, shape, group: int, kernel, pad, stride, dilation, out_size,
+                 product_channels: int):
         (b, c), size = shape[:2], shape[2:]
-        self.padded_shape = ((b, c) + tuple(n + 2 * p for n, p in zip(size, pad))
-                             if any(pad) else None)
+        padded_size = tuple(n + 2 * p for n, p in zip(size, pad))
+        wide = tuple(out_size[:1]) + padded_size[1:]
+        self.wide = (wide != tuple(out_size) and any(pad) and all(s == 1 for s in stride)
+                     and 4 * math.prod(wide) <= 5 * math.prod(out_size)
+                     and c // group * math.prod(kernel) >= 4 * product_channels)
+        self.positions = wide if self.wide else tuple(out_size)
+        self.out_size, self.batch = tuple(out_size), b
+        self.kept = (slice(None), slice(None)) + tuple(slice(0, n) for n in out_size)
+        self.padded_shape = (b, c) + padded_size if any(pad) else None
+        # how far the last patches of the last image read past it (wide rows only)
+        row = [math.prod(padded_size[i + 1:]) for i in range(len(size))]
+        self.slack = sum((k - 1) * d * e for k, d, e in zip(kernel[1:], dilation[1:], row[1:]))
         self.inner = (slice(None), slice(None)) + tuple(slice(p, p + n) for p, n in zip(pad, size))
         self.group_channels = c // group
-        self.shape = (b, group, c // group) + tuple(kernel) + tuple(out_size)
-        self.matrix_shape = (b, group, c // group * math.prod(kernel), math.prod(out_size))
+        self.shape = (b, group, c // group) + tuple(kernel) + self.positions
+        self.matrix_shape = (b, group, c // group * math.prod(kernel), math.prod(self.positions))
         self.dilation, self.stride = dilation, stride
         self.strides_of: dict[tuple, tuple] = {}  # the input's strides -> the patches'
         self.padded_of: dict[tuple, tuple] = {}   # (xp, dtype) -> (padded input, patches)
+        self.widened_of: dict[tuple, object] = {}  # (xp, dtype, channels) -> zero-bordered
 
     def _strides(self, strides: tuple) -> tuple:
         s_b, s_c, *s_space = strides
@@ -118,10 +139,12 @@ class _Patches:
 
     def _padded(self, xp, dtype) -> tuple:
         """The zero-bordered buffer the input is copied into, kept between calls (only its
-        interior is ever written), and the view of its patches."""
+        interior is ever written; zeros after it for what wide rows read past the end),
+        and the view of its patches."""
         key = (xp, dtype)
         if key not in self.padded_of:
-            padded = xp.zeros(self.padded_shape, dtype)
+            size = math.prod(self.padded_shape)
+            padded = xp.zeros(size + self.slack, dtype)[:size].reshape(self.padded_shape)
             self.padded_of[key] = padded, self._view(xp, padded)
         return self.padded_of[key]
 
@@ -134,6 +157,27 @@ class _Patches:
         columns = workspace(xp, self.shape, x.dtype)
         columns[...] = patches
         return columns.reshape(self.matrix_shape)
+
+    def crop(self, xp, a):
+        """Products over the positions, (B, ..., prod(positions)), as (B, channels,
+        *out_size): with wide rows a contiguous copy without the extra positions."""
+        if not self.wide:
+            return a.reshape((self.batch, -1) + self.out_size)
+        return xp.ascontiguousarray(a.reshape((self.batch, -1) + self.positions)[self.kept])
+
+    def widen(self, xp, a):
+        """(B, channels, *out_size), in any shape of that size, over the positions: with
+        wide rows a copy that is zero at the extra positions (its buffer kept between
+        calls, only the kept positions ever written)."""
+        if not self.wide:
+            return a
+        a = a.reshape((self.batch, -1) + self.out_size)
+        key = (xp, a.dtype, a.shape[1])
+        if key not in self.widened_of:
+            self.widened_of[key] = xp.zeros(a.shape[:2] + self.positions, a.dtype)
+        widened = self.widened_of[key]
+        widened[self.kept] = a
+        return widened
 
 
 def _windows(kernel, dilation, stride, out_size):
@@ -201,7 +245,8 @@ class _Geometry:
         self.pointwise = (all(k == 1 for k in kernel) and all(s == 1 for s in stride)
                           and not any(pad))
         self.unit_stride = all(s == 1 for s in stride)
-        self.x_patches = _Patches(self.x_shape, group, kernel, pad, stride, dilation, out_size)
+        self.x_patches = _Patches(self.x_shape, group, kernel, pad, stride, dilation, out_size,
+                                  out_channels)
         # A strided convolution over more channels than its output rows are long is
         # faster through channel-minor columns (see _ChannelMinorPatches).
         self.minor_patches = (_ChannelMinorPatches(self.x_shape, kernel, pad, stride, dilation,
@@ -218,14 +263,15 @@ class _Geometry:
             cropped = tuple(n - 2 * max(-q, 0) for q, n in zip(gy_pads, self.out_size))
             self.gy_patches = _Patches((batch, out_channels) + cropped, group, kernel,
                                        tuple(max(q, 0) for q in gy_pads), stride, dilation,
-                                       self.size)
+                                       self.size, channels)
 
     def weight_matrix(self, w):
         """The weight as (group, OC/group, C/group * prod(kernel))."""
         return w.reshape(self.group, self.out_channels // self.group, -1)
 
     def columns(self, xp, x):
-        """The input patch under each output position: (B, group, C/group * K, prod(out))."""
+        """The input patch under each position of ``x_patches``: (B, group, C/group * K,
+        prod(positions)); the output's positions where it has no wide rows."""
         b, c, g = self.batch, self.channels, self.group
         x = x.reshape(self.x_shape)
         if self.pointwise:
@@ -234,8 +280,9 @@ class _Geometry:
 
     def output_grad_columns(self, xp, gy):
         """For stride 1, the columns of gy padded by d (k - 1) - p: (B, group, OC/group * K,
-        prod(size)).  The input gradient is their product with the flipped weight (a
-        convolution), the weight gradient the batch sum of the input's product with them."""
+        prod(positions of gy_patches)).  The input gradient is their product with the
+        flipped weight (a convolution), the weight gradient the batch sum of the input's
+        product with them."""
         gy = gy.reshape((self.batch, self.out_channels) + self.out_size)[self.gy_crop]
         return self.gy_patches(xp, gy)
 
@@ -267,8 +314,7 @@ class _Geometry:
             y = self.minor_patches(xp, x.reshape(self.x_shape)) @ self.channel_minor_weight(w).T
             y = y.reshape(self.batch, -1, self.out_channels).transpose(0, 2, 1)
             return xp.ascontiguousarray(y).reshape((self.batch, self.out_channels) + self.out_size)
-        y = xp.matmul(self.weight_matrix(w), self.columns(xp, x))
-        return y.reshape((self.batch, self.out_channels) + self.out_size)
+        return self.x_patches.crop(xp, xp.matmul(self.weight_matrix(w), self.columns(xp, x)))
 
     def _grouped(self, gy):
         return gy.reshape(self.batch, self.group, self.out_channels // self.group, -1)
@@ -298,7 +344,8 @@ class _Geometry:
         if self.minor_patches is not None:
             return self.minor_weight_grad(xp, x, self.output_rows(gy))
         columns = self.columns(xp, x)
-        gw = xp.matmul(self._grouped(gy), columns.swapaxes(-1, -2)).sum(axis=0)
+        gy = self._grouped(self.x_patches.widen(xp, gy))
+        gw = xp.matmul(gy, columns.swapaxes(-1, -2)).sum(axis=0)
         return gw.reshape(self.w_shape)
 
     def input_grad(self, xp, w, gy):
@@ -307,7 +354,8 @@ class _Geometry:
             return self.minor_input_grad(xp, w, self.output_rows(gy))
         gy = self._grouped(gy)
         if self.unit_stride and not self.pointwise:
-            return xp.matmul(self.flip(w), self.output_grad_columns(xp, gy)).reshape(self.x_shape)
+            gx = xp.matmul(self.flip(w), self.output_grad_columns(xp, gy))
+            return self.gy_patches.crop(xp, gx).reshape(self.x_shape)
         w_t = self.weight_matrix(w).swapaxes(-1, -2)
         if self.pointwise:
             return xp.matmul(w_t, gy).reshape(self.x_shape)
@@ -321,10 +369,11 @@ class _Geometry:
         if need_x and need_w and self.unit_stride and not self.pointwise:
             b, c, g = self.batch, self.channels, self.group
             columns = self.output_grad_columns(xp, self._grouped(gy))
-            gw = xp.matmul(x.reshape(b, g, c // g, -1), columns.swapaxes(-1, -2)).sum(axis=0)
+            x = self.gy_patches.widen(xp, x).reshape(b, g, c // g, -1)
+            gw = xp.matmul(x, columns.swapaxes(-1, -2)).sum(axis=0)
             gw = self.flip(gw.reshape((c, self.out_channels // g) + self.kernel))
-            gx = xp.matmul(self.flip(w), columns).reshape(self.x_shape)
-            return gx, gw.reshape(self.w_shape)
+            gx = self.gy_patches.crop(xp, xp.matmul(self.flip(w), columns))
+            return gx.reshape(self.x_shape), gw.reshape(self.w_shape)
         if need_x and need_w and self.minor_patches is not None:
             gy_rows = self.output_rows(gy)  # both take the output gradient as rows
             return (self.minor_input_grad(xp, w, gy_rows),
