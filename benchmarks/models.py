@@ -18,8 +18,8 @@ import argparse
 import json
 import statistics
 
-from timing import (add_output_options, dpnb_adam_step_seconds, output_of, run_worker,
-                    torch_adam_step, torch_installed)
+from timing import (add_output_options, dpnb_adam_step_seconds, output_of, peak_rss_mib,
+                    rss_mib, run_worker, torch_adam_step, torch_installed)
 
 from dpnb.testing import median_seconds
 
@@ -64,8 +64,9 @@ def dpnb_transformer():
 
 
 def dpnb_worker(model: str, steps: int) -> dict:
+    base = rss_mib()
     loss = {"lstm": dpnb_lstm, "transformer": dpnb_transformer}[model]()
-    return {"step_s": dpnb_adam_step_seconds(loss, steps)}
+    return {"step_s": dpnb_adam_step_seconds(loss, steps), "peak_mib": peak_rss_mib() - base}
 
 
 def torch_loss(model: str):
@@ -103,8 +104,10 @@ def torch_worker(model: str, steps: int) -> dict:
     import torch
 
     torch.set_num_threads(1)
+    base = rss_mib()
     step = torch_adam_step(*torch_loss(model))
-    return {"step_s": median_seconds(step, steps, warmup=2), "torch": torch.__version__}
+    return {"step_s": median_seconds(step, steps, warmup=2), "peak_mib": peak_rss_mib() - base,
+            "torch": torch.__version__}
 
 
 def main() -> None:
@@ -128,18 +131,21 @@ def main() -> None:
     print(f"training step, sequence {STEPS_T} x batch {BATCH}, Adam, 1 thread, "
           f"median of {args.runs} runs x {args.steps} steps")
     print(f"{'model':12} " + " ".join(f"{name + ' ms':>9}" for name in frameworks)
-          + ("   dpnb / torch (target <= 2)" if "torch" in frameworks else ""))
+          + ("   dpnb / torch (target <= 1.0)" if "torch" in frameworks else ""))
     for model in args.model:
         runs = {name: [] for name in frameworks}
         for _ in range(args.runs):
             for name in frameworks:
                 runs[name].append(run_worker(__file__, name, model, "--steps", str(args.steps)))
         medians = {name: statistics.median(r["step_s"] for r in rs) for name, rs in runs.items()}
-        result[model] = {"step_s": medians, "runs": runs}
+        memory = {name: statistics.median(r["peak_mib"] for r in rs) for name, rs in runs.items()}
+        result[model] = {"step_s": medians, "peak_mib": memory, "runs": runs}
         line = f"{model:12} " + " ".join(f"{1e3 * medians[name]:9.1f}" for name in frameworks)
         if "torch" in medians:
             result[model]["ratio_time"] = medians["dpnb"] / medians["torch"]
-            line += f"   {result[model]['ratio_time']:.2f}x"
+            result[model]["ratio_memory"] = memory["dpnb"] / memory["torch"]
+            line += (f"   {result[model]['ratio_time']:.2f}x (peak memory "
+                     f"{result[model]['ratio_memory']:.2f}x)")
         print(line)
     if "torch" not in frameworks:
         print("PyTorch is not installed: `pip install torch==2.13.0` adds the reference")

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -42,9 +44,10 @@ class Output:
     record: Path | None
 
     def write(self, result: dict, **dumps) -> None:
-        """Write ``result`` (``json.dumps(result, **dumps)``) to each path, atomically: a
-        temporary file beside it replaces it."""
-        text = json.dumps(result, **dumps) + "\n"
+        """Write ``result`` (``json.dumps(result, **dumps)``), with when and at which
+        commit it was taken (``recorded``), to each path, atomically: a temporary file
+        beside it replaces it."""
+        text = json.dumps({**result, "recorded": recorded()}, **dumps) + "\n"
         paths = [path for path in (self.json, self.record) if path is not None]
         if not paths:
             print("results not written (--help says how to write them)")
@@ -57,6 +60,21 @@ class Output:
             finally:
                 temporary.unlink(missing_ok=True)
             print(f"wrote {path}")
+
+
+def recorded() -> dict[str, str]:
+    """Now (UTC, to the minute) and this checkout's commit, ``+changes`` where files
+    differ from it: what a result file says of when and on what it was measured."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    changed = git("status", "--porcelain", "--untracked-files=no")
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return {"date": now, "commit": commit + ("+changes" if changed else "")}
 
 
 def output_of(args: argparse.Namespace, record_by_default: bool = False) -> Output:
@@ -207,6 +225,17 @@ def dpnb_adam_step_seconds(loss, steps: int) -> float:
         solver.update()
 
     return median_seconds(step, steps, warmup=2)
+
+
+def rss_mib() -> float:
+    """This process's resident memory now, in MiB (Linux)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory so far, in MiB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def torch_adam_step(loss, params):

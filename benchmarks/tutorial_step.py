@@ -98,7 +98,7 @@ def main() -> None:
         result["nnabla_version"] = runs["nnabla"][0]["version"]
         result["ratio_time"] = result["dpnb"]["step_s"] / result["nnabla"]["step_s"]
         print(f"dpnb / nnabla {result['nnabla_version']}: time {result['ratio_time']:.2f}x "
-              "(target <= 1.5)")
+              "(target <= 1.0)")
     else:
         print(NNABLA_MISSING)
     output.write(result, indent=2)

@@ -9,6 +9,7 @@ import ast
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,7 +76,11 @@ def test_a_run_writes_its_results_only_where_asked(tmp_path):
     assert written.returncode == 0, written.stdout + written.stderr
     assert f"wrote {path}" in written.stdout
     result = json.loads(path.read_text())
-    assert list(result) == list(reference)
+    assert [key for key in result if key != "recorded"] == [
+        key for key in reference if key != "recorded"]
+    when = result["recorded"]                          # when, and on which commit
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", when["date"]), when
+    assert re.fullmatch(r"[0-9a-f]{7,}(\+changes)?", when["commit"]), when
     assert result["repeats"] == 2 and set(result["median_seconds"]) == set(
         reference["median_seconds"])
     assert os.listdir(path.parent) == [path.name]      # the temporary file was renamed

@@ -116,6 +116,14 @@ def test_the_docs_build_without_warnings(tmp_path):
     assert ratio in performance
 
 
+def test_the_readme_performance_table_is_the_result_files():
+    """README's table is the ``readme`` section generated from benchmarks/results."""
+    text = README.read_text()
+    assert benchmark_table().with_readme_table(text) == text, (
+        "README.md's performance table is not the result files': run "
+        ".venv/bin/python docs/_ext/benchmark_table.py --write-readme")
+
+
 def test_the_docs_examples_run(tmp_path):
     done = sphinx("doctest", tmp_path)
     report = (tmp_path / "output.txt").read_text() if (tmp_path / "output.txt").exists() else ""
