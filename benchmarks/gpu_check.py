@@ -80,7 +80,8 @@ from dpnb.testing import Checks, rank_data, run_ranks, time_in_turns  # noqa: E4
 sys.path.insert(0, str(ROOT / "tests"))
 from nnabla_cases import functions as harness  # noqa: E402  (the tests' function cases)
 from standin import environment as standin_environment  # noqa: E402
-from timing import Output, add_output_options, output_of, torch_adam_step  # noqa: E402
+from timing import (Output, add_output_options, dpnb_adam_phases, output_of,  # noqa: E402
+                    torch_adam_step)
 from train_step import torch_resnet23_loss  # noqa: E402
 
 REFERENCE = get_extension_context("cpu")
@@ -611,15 +612,7 @@ def time_resnet23(run: Run) -> None:
     nn.clear_parameters()
     with nn.context_scope(device.context()):
         loss = resnet23_loss(batch, nmaps)
-        solver = S.Adam()
-        solver.set_parameters(nn.get_parameters())
-
-        def backward():
-            solver.zero_grad()
-            loss.backward(clear_buffer=True)
-
-        phases = {"forward": lambda: loss.forward(clear_no_need_grad=True),
-                  "backward": backward, "update": solver.update}
+        phases = dpnb_adam_phases(loss)
 
         def step():
             for phase in phases.values():

@@ -15,11 +15,10 @@ benchmarks/results/models.json, ``--json PATH`` to PATH.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 
 from timing import (add_output_options, dpnb_adam_step_seconds, output_of, peak_rss_mib,
-                    rss_mib, run_worker, torch_adam_step, torch_installed)
+                    rss_mib, run_worker, serve_as_worker, torch_adam_step, torch_installed)
 
 from dpnb.testing import median_seconds
 
@@ -120,10 +119,7 @@ def main() -> None:
     add_output_options(parser, "models")
     args = parser.parse_args()
     output = output_of(args)
-    if args.worker:
-        framework, model = args.worker
-        worker = dpnb_worker if framework == "dpnb" else torch_worker
-        print(json.dumps(worker(model, args.steps)))
+    if serve_as_worker(args, dpnb_worker, torch_worker):
         return
 
     frameworks = ["dpnb"] + (["torch"] if torch_installed() else [])

@@ -20,7 +20,8 @@ import re
 import time
 
 from models import dpnb_lstm, dpnb_transformer, torch_loss
-from timing import add_output_options, output_of, run_worker, torch_installed
+from timing import (add_output_options, dpnb_adam_phases, output_of, run_worker,
+                    serve_as_worker, torch_installed)
 from train_step import dpnb_resnet23_loss, torch_resnet23_loss
 
 MODELS = {
@@ -37,8 +38,8 @@ FAMILIES = [
     ("pooling", r"pool"),
     ("matrix product", r"affine|addmm|\bmm\b|^aten::mm|matmul|bmm|linear|einsum|baddbmm"),
     ("recurrent", r"lstm|rnn|gru"),
-    ("attention", r"attention|softmax(?!_?cross)"),
     ("loss", r"cross_?entropy|nll_loss|log_softmax|squared_error"),
+    ("attention", r"attention|softmax"),
     ("activation", r"relu|tanh|sigmoid|gelu|elu|threshold|clamp"),
     ("optimizer", r"adam|_foreach|lerp|addcdiv|addcmul"),
     ("data movement", r"reshape|transpose|permute|concat|\bcat\b|slice|split|stack|copy|"
@@ -87,32 +88,22 @@ def median_phases(phases: dict, steps: int) -> dict[str, float]:
 
 def dpnb_worker(model: str, steps: int) -> dict:
     import dpnb as nn
-    import dpnb.solvers as S
 
-    loss = MODELS[model][0]()
-    solver = S.Adam()
-    solver.set_parameters(nn.get_parameters())
-
-    def backward():
-        solver.zero_grad()
-        loss.backward(clear_buffer=True)
-
-    phases = {"forward": lambda: loss.forward(clear_no_need_grad=True),
-              "backward": backward, "update": solver.update}
+    phases = dpnb_adam_phases(MODELS[model][0]())
     whole = median_phases(phases, steps)
     by_family = {phase: collections.Counter() for phase in PHASES}
     for _ in range(steps):
-        for phase in ("forward", "backward"):
+        for phase, run in phases.items():
             timer = PassTimer(by_family[phase])
-            if phase == "forward":
-                loss.forward(clear_no_need_grad=True, function_pre_hook=timer)
-            else:
-                solver.zero_grad()
-                loss.backward(clear_buffer=True, function_pre_hook=timer)
+            nn.set_function_pre_hook("profile_step", timer)  # forward's and backward's
+            started = time.perf_counter()
+            try:
+                run()
+            finally:
+                nn.unset_function_pre_hook("profile_step")
+            if timer.current is None:  # no function ran: the solver's update
+                by_family[phase]["optimizer"] += time.perf_counter() - started
             timer.finish()
-        started = time.perf_counter()
-        solver.update()
-        by_family["update"]["optimizer"] += time.perf_counter() - started
     return {"phases_s": whole, "families_s": {phase: {k: v / steps for k, v in c.items()}
                                               for phase, c in by_family.items()}}
 
@@ -182,12 +173,7 @@ def main() -> None:
     add_output_options(parser, "profile_step")
     args = parser.parse_args()
     output = output_of(args)
-    if args.worker:
-        import json
-
-        framework, model = args.worker
-        worker = dpnb_worker if framework == "dpnb" else torch_worker
-        print(json.dumps(worker(model, args.steps)))
+    if serve_as_worker(args, dpnb_worker, torch_worker):
         return
     frameworks = ["dpnb"] + (["torch"] if torch_installed() else [])
     result = {}

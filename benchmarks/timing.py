@@ -63,8 +63,9 @@ class Output:
 
 
 def recorded() -> dict[str, str]:
-    """Now (UTC, to the minute) and this checkout's commit, ``+changes`` where files
-    differ from it: what a result file says of when and on what it was measured."""
+    """Now (UTC, to the minute) and this checkout's commit, ``+changes`` where files other
+    than the results differ from it: what a result file says of when and on what it was
+    measured."""
     root = Path(__file__).resolve().parents[1]
 
     def git(*args: str) -> str:
@@ -72,7 +73,8 @@ def recorded() -> dict[str, str]:
         return done.stdout.strip() if done.returncode == 0 else ""
 
     commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    changed = git("status", "--porcelain", "--untracked-files=no")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                  f":!{RESULTS.relative_to(root)}")
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return {"date": now, "commit": commit + ("+changes" if changed else "")}
 
@@ -115,15 +117,17 @@ def alternate_workers(script: str, runs: int, steps: int) -> dict[str, list[dict
     return results
 
 
-def serve_as_worker(args: argparse.Namespace, dpnb_worker: Callable[[int], dict],
-                    torch_worker: Callable[[int], dict]) -> bool:
+def serve_as_worker(args: argparse.Namespace, dpnb_worker: Callable[..., dict],
+                    torch_worker: Callable[..., dict]) -> bool:
     """In a ``--worker`` process (``run_worker`` starts them): run that framework's worker
-    for ``args.steps`` steps, print its figures as the JSON line ``run_worker`` reads, and
+    (``--worker FRAMEWORK`` or ``--worker FRAMEWORK MODEL``: with the model first) for
+    ``args.steps`` steps, print its figures as the JSON line ``run_worker`` reads, and
     return True; False in the benchmark's own process."""
     if not args.worker:
         return False
-    worker = dpnb_worker if args.worker == "dpnb" else torch_worker
-    print(json.dumps(worker(args.steps)))
+    framework, *model = [args.worker] if isinstance(args.worker, str) else args.worker
+    worker = dpnb_worker if framework == "dpnb" else torch_worker
+    print(json.dumps(worker(*model, args.steps)))
     return True
 
 
@@ -208,21 +212,33 @@ NNABLA_MISSING = ("no Python with nnabla found: pass --nnabla-python PATH (or se
                   "DPNB_NNABLA_PYTHON) to add the reference")
 
 
-def dpnb_adam_step_seconds(loss, steps: int) -> float:
-    """Median seconds of a dpnb training step of ``loss`` (forward, backward, Adam update
-    of every parameter), the step the training benchmarks compare with PyTorch's."""
+def dpnb_adam_phases(loss) -> dict[str, Callable[[], object]]:
+    """A dpnb training step of ``loss`` in its phases: forward, backward (the gradients
+    zeroed first) and the Adam update of every parameter, the step the training
+    benchmarks compare with PyTorch's."""
     import dpnb as nn
     import dpnb.solvers as S
-    from dpnb.testing import median_seconds
 
     solver = S.Adam()
     solver.set_parameters(nn.get_parameters())
 
-    def step():
-        loss.forward(clear_no_need_grad=True)
+    def backward():
         solver.zero_grad()
         loss.backward(clear_buffer=True)
-        solver.update()
+
+    return {"forward": lambda: loss.forward(clear_no_need_grad=True), "backward": backward,
+            "update": solver.update}
+
+
+def dpnb_adam_step_seconds(loss, steps: int) -> float:
+    """Median seconds of ``dpnb_adam_phases(loss)`` run as one step."""
+    from dpnb.testing import median_seconds
+
+    phases = list(dpnb_adam_phases(loss).values())
+
+    def step():
+        for phase in phases:
+            phase()
 
     return median_seconds(step, steps, warmup=2)
 
