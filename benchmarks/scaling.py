@@ -132,9 +132,10 @@ def main() -> None:
     print(f"sync batch normalization step / plain step: {summary['sync_bn_step_ratio']:.2f}x "
           "(target <= 1.1)")
     hidden = summary["hidden_by_callback"]
-    print("all_reduce time hidden behind backward by the callback: "
-          + (f"{hidden:.0%}" if hidden is not None else
-             "not measurable (all_reduce after backward costs no more than no communication)"))
+    print("all_reduce time hidden behind backward by the callback: " + (
+        "not measurable (all_reduce after backward costs no more than no communication)"
+        if hidden is None else f"{hidden:.0%}" if hidden >= 0 else
+        f"none (the callback's run exposed {-hidden:.0%} more than all_reduce after backward)"))
     output.write({"settings": vars(args), "cpus": os.cpu_count(), "results": results},
                  indent=2)
 

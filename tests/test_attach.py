@@ -12,6 +12,7 @@ import pytest
 
 import dpnb
 from dpnb.cluster import Cluster, processes, registry
+from dpnb.cluster.elsewhere import stop_cluster
 from dpnb.errors import DpnbError
 from dpnb.notebook import check_sync, gather
 
@@ -56,7 +57,7 @@ def elsewhere(ipython_dir, tmp_path):
     finally:
         left = processes.find(profile_dir, "")
         if left.processes or left.files:
-            elsewhere.stop_cluster(profile_dir=str(profile_dir))
+            stop_cluster(profile_dir=str(profile_dir))
         assert not processes.find(profile_dir, "").processes
 
 

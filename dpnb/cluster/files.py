@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 
 from ..errors import DpnbError
 from . import processes
@@ -89,19 +90,25 @@ def _engines_as_ranks(loaded) -> None:
         config.MPIEngineSetLauncher.mpi_cmd = [require_mpi()]
 
 
-def load_cluster_file(where, cluster_id: str, left: processes.Footprint):
+def load_cluster_file(where, cluster_id: str, left: processes.Footprint,
+                      deadline: float | None = None):
     """ipyparallel's Cluster of a running cluster, from its file, with only the engine sets
     whose processes are the cluster's, and engines started as ranks; a DpnbError where the
-    file is unreadable or stale."""
+    file is unreadable (still, at ``deadline`` of ``time.monotonic()``: the starter may be
+    writing it, which ipyparallel does in place) or stale."""
     import ipyparallel as ipp
 
-    try:
-        loaded = ipp.Cluster.from_file(profile_dir=str(where), cluster_id=cluster_id,
-                                       log=IPP_LOG)
-    except (OSError, ValueError) as e:
-        raise DpnbError(f"the cluster file of the cluster in {place(where, cluster_id)} "
-                        f"cannot be read ({e}); {stop_hint(where, cluster_id)} ends its "
-                        f"processes: {left.describe()}") from None
+    while True:
+        try:
+            loaded = ipp.Cluster.from_file(profile_dir=str(where), cluster_id=cluster_id,
+                                           log=IPP_LOG)
+            break
+        except (OSError, ValueError) as e:
+            if deadline is None or time.monotonic() >= deadline:
+                raise DpnbError(f"the cluster file of the cluster in {place(where, cluster_id)} "
+                                f"cannot be read ({e}); {stop_hint(where, cluster_id)} ends "
+                                f"its processes: {left.describe()}") from None
+            time.sleep(0.05)
     if loaded.controller is None or loaded.controller.pid != left.controller.pid:
         raise DpnbError(f"the cluster file of {place(where, cluster_id)} does not name "
                         f"its running controller (pid {left.controller.pid}); "

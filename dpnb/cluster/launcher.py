@@ -425,7 +425,7 @@ class Cluster:
                                 f"again with a longer timeout, or "
                                 f"{files.stop_hint(where, cluster_id)} ends the cluster")
             raise DpnbError(files.not_running(left))
-        loaded = files.load_cluster_file(where, cluster_id, left)
+        loaded = files.load_cluster_file(where, cluster_id, left, deadline if wait else None)
         record_n = left.record.n if left.record is not None else None
         n = sum(es.n for es in loaded.engines.values()) or loaded.n or record_n
         self = cls(max(n or 1, 1), profile=profile, profile_dir=profile_dir, timeout=timeout,
