@@ -14,11 +14,10 @@ benchmarks/results/models.json, ``--json PATH`` to PATH.
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 
-from timing import (add_output_options, dpnb_adam_step_seconds, output_of, peak_rss_mib,
-                    rss_mib, run_worker, serve_as_worker, torch_adam_step, torch_installed)
+from timing import (dpnb_adam_step_seconds, output_of, peak_rss_mib, rss_mib, run_worker,
+                    serve_as_worker, torch_adam_step, torch_installed, worker_parser)
 
 from dpnb.testing import median_seconds
 
@@ -110,14 +109,7 @@ def torch_worker(model: str, steps: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--model", nargs="+", choices=["lstm", "transformer"],
-                        default=["lstm", "transformer"])
-    parser.add_argument("--worker", nargs=2, metavar=("FRAMEWORK", "MODEL"))
-    add_output_options(parser, "models")
-    args = parser.parse_args()
+    args = worker_parser(__doc__, "models", models=("lstm", "transformer")).parse_args()
     output = output_of(args)
     if serve_as_worker(args, dpnb_worker, torch_worker):
         return

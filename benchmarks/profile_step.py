@@ -10,18 +10,21 @@ without hooks or profiler.  The networks are those of ``train_step.py`` (ResNet-
 and ``models.py`` (LSTM, transformer).
 
     python benchmarks/profile_step.py [--model resnet23 lstm transformer] [--steps 5]
-                                      [--json PATH]
+                                      [--runs 1] [--json PATH]
+
+With ``--runs N`` each framework's worker runs N times, alternately, and every figure is
+the median over the runs.
 """
 from __future__ import annotations
 
-import argparse
 import collections
 import re
+import statistics
 import time
 
 from models import dpnb_lstm, dpnb_transformer, torch_loss
-from timing import (add_output_options, dpnb_adam_phases, output_of, run_worker,
-                    serve_as_worker, torch_installed)
+from timing import (dpnb_adam_phases, output_of, run_worker, serve_as_worker, torch_installed,
+                    worker_parser)
 from train_step import dpnb_resnet23_loss, torch_resnet23_loss
 
 MODELS = {
@@ -138,6 +141,14 @@ def torch_worker(model: str, steps: int) -> dict:
             "torch": torch.__version__}
 
 
+def median_profile(runs: list[dict]) -> dict:
+    """Per phase, and per phase and family, the median over the runs of one framework."""
+    families = {phase: set().union(*(r["families_s"][phase] for r in runs)) for phase in PHASES}
+    return {"phases_s": {p: statistics.median(r["phases_s"][p] for r in runs) for p in PHASES},
+            "families_s": {p: {f: statistics.median(r["families_s"][p].get(f, 0.0) for r in runs)
+                               for f in families[p]} for p in PHASES}}
+
+
 def table(model: str, results: dict) -> list[str]:
     """Milliseconds and shares per phase, then per family and phase, framework beside
     framework."""
@@ -166,20 +177,18 @@ def table(model: str, results: dict) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", nargs="+", choices=list(MODELS), default=list(MODELS))
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--worker", nargs=2, metavar=("FRAMEWORK", "MODEL"))
-    add_output_options(parser, "profile_step")
-    args = parser.parse_args()
+    args = worker_parser(__doc__, "profile_step", steps=5, runs=1, models=MODELS).parse_args()
     output = output_of(args)
     if serve_as_worker(args, dpnb_worker, torch_worker):
         return
     frameworks = ["dpnb"] + (["torch"] if torch_installed() else [])
     result = {}
     for model in args.model:
-        result[model] = {name: run_worker(__file__, name, model, "--steps", str(args.steps))
-                         for name in frameworks}
+        runs: dict[str, list[dict]] = {name: [] for name in frameworks}
+        for _ in range(args.runs):
+            for name in frameworks:
+                runs[name].append(run_worker(__file__, name, model, "--steps", str(args.steps)))
+        result[model] = {name: median_profile(rs) for name, rs in runs.items()}
         print("\n".join(table(model, result[model])), end="\n\n")
     if "torch" not in frameworks:
         print("PyTorch is not installed: `pip install torch==2.13.0` adds the reference")

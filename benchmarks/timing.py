@@ -95,13 +95,19 @@ def torch_installed() -> bool:
     return subprocess.run(probe, capture_output=True).returncode == 0
 
 
-def worker_parser(doc: str, name: str) -> argparse.ArgumentParser:
+def worker_parser(doc: str, name: str, steps: int = 10, runs: int = 3,
+                  models: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The command line of a benchmark whose frameworks run as ``--worker`` processes:
-    ``--steps``, ``--runs``, ``--worker`` and the output options (results ``name``)."""
+    ``--steps``, ``--runs``, ``--worker FRAMEWORK`` (with ``models``, ``--model`` and
+    ``--worker FRAMEWORK MODEL``) and the output options (results ``name``)."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--worker", choices=["dpnb", "torch"])
+    parser.add_argument("--steps", type=int, default=steps)
+    parser.add_argument("--runs", type=int, default=runs)
+    if models is None:
+        parser.add_argument("--worker", choices=["dpnb", "torch"])
+    else:
+        parser.add_argument("--model", nargs="+", choices=list(models), default=list(models))
+        parser.add_argument("--worker", nargs=2, metavar=("FRAMEWORK", "MODEL"))
     add_output_options(parser, name)
     return parser
 

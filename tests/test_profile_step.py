@@ -54,3 +54,16 @@ def test_the_dpnb_worker_accounts_for_each_phase(profile_step):
     assert {"matrix product", "attention", "normalization"} <= set(families["forward"])
     for phase in ("forward", "backward"):  # the hooked pass takes about as long as the plain one
         assert 0.3 < sum(families[phase].values()) / result["phases_s"][phase] < 3
+
+
+def test_runs_are_summarised_by_their_medians(profile_step):
+    def run(forward, conv):
+        return {"phases_s": {"forward": forward, "backward": 2.0, "update": 0.1},
+                "families_s": {"forward": {"convolution": conv}, "backward": {},
+                               "update": {"optimizer": 0.1}}}
+    summary = profile_step.median_profile([run(1.0, 0.5), run(3.0, 0.7), run(2.0, 0.6)])
+    assert summary["phases_s"] == {"forward": 2.0, "backward": 2.0, "update": 0.1}
+    assert summary["families_s"]["forward"] == {"convolution": 0.6}
+    assert profile_step.median_profile([run(1.0, 0.5), {**run(1.0, 0.5), "families_s": {
+        "forward": {}, "backward": {}, "update": {}}}])["families_s"]["forward"] == {
+            "convolution": 0.25}              # a family missing from a run counts as 0 there
