@@ -253,3 +253,21 @@ def test_ipyparallels_own_stop_is_no_crash(tmp_path):
         stopped = subprocess.run([*dpnb, "stop", "--profile-dir", str(profile_dir)],
                                  capture_output=True, text=True, timeout=TIMEOUT)
     assert stopped.returncode == 0, stopped.stderr
+
+
+def test_a_cluster_file_that_stays_unreadable_fails_at_the_deadline(tmp_path):
+    """A cluster file the starter is writing is read again until the deadline; one that
+    stays unreadable then fails, saying what to do."""
+    from dpnb.cluster import files
+
+    path = processes.cluster_file(tmp_path, "")
+    path.parent.mkdir()
+    path.write_text('{"cluster": {"n": 2')                      # half written
+    left = processes.find(tmp_path, "")
+    started = time.monotonic()
+    with pytest.raises(DpnbError, match=r"the cluster file of the cluster in .* cannot be read "
+                                        r"\(.*\); `dpnb cluster stop"):
+        files.load_cluster_file(tmp_path, "", left, deadline=started + 0.5)
+    assert 0.5 <= time.monotonic() - started < 5                 # it kept trying until then
+    with pytest.raises(DpnbError, match="cannot be read"):
+        files.load_cluster_file(tmp_path, "", left)               # no deadline: at once

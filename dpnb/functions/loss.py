@@ -41,8 +41,8 @@ class _Labelled(Function):
         # the flat x, where start (the target's shape) is its class 0
         before, after = math.prod(x.shape[:self.axis]), math.prod(x.shape[self.axis + 1:])
         self.stride = after
-        self.starts = (np.arange(before)[:, None] * (x.shape[self.axis] * after)
-                       + np.arange(after)).reshape(expected)
+        self.starts = {np: (np.arange(before)[:, None] * (x.shape[self.axis] * after)
+                            + np.arange(after)).reshape(expected)}  # array module -> its copy
         return [(expected, x.dtype)]
 
     def _labels(self, t, classes: int):
@@ -66,7 +66,9 @@ class _Labelled(Function):
         """Where each sample's label is in the flat x (its class 0 where the label is
         negative), and where the labels are classes."""
         kept = labels >= 0
-        starts = self.starts if xp is np else xp.asarray(self.starts)
+        starts = self.starts.get(xp)
+        if starts is None:  # copied to the device once, not at every pass
+            starts = self.starts[xp] = xp.asarray(self.starts[np])
         return starts + xp.maximum(labels, 0) * self.stride, kept
 
     def _picked(self, xp, x, labels):
