@@ -182,7 +182,8 @@ def test_convolution_stride_1_gradients_match_col2im(rng, options):
     col2im = geo.add_columns_to_image(np, np.matmul(geo.weight_matrix(w).swapaxes(-1, -2),
                                                     grouped))
     np.testing.assert_allclose(gx, col2im, rtol=1e-12, atol=1e-12)
-    x_columns = geo.columns(np, x)  # over wide rows where the padding allows: gy widened
+    x_columns = np.concatenate([columns.copy() for _, columns in geo.column_blocks(np, x)])
+    # (over wide rows where the padding allows: gy widened)
     widened = geo.x_patches.widen(np, gy).reshape(2, group, 6 // group, -1)
     np.testing.assert_allclose(gw, np.matmul(widened, x_columns.swapaxes(-1, -2)).sum(axis=0)
                                .reshape(w.shape), rtol=1e-12, atol=1e-12)
@@ -253,6 +254,37 @@ def test_stride_1_convolution_over_wide_rows(rng, x_shape, w_shape, options):
                                                   np.split(w, group, axis=0))], axis=1)
     np.testing.assert_allclose(y.d, reference + b.reshape((-1,) + (1,) * n), rtol=1e-10)
     check_grad(lambda x, w, b: F.convolution(x, w, b, **options), [x, w, b])
+    check_grad(lambda z, w: F.deconvolution(z, w, **options), [rng.randn(*y.shape), w])
+
+
+BLOCK_CASES = [
+    ((3, 4, 6, 7), (5, 4, 3, 3), dict(pad=(1, 1))),   # stride 1 over wide rows
+    ((3, 4, 6, 7), (6, 2, 3, 2), dict(pad=(0, 1), group=2, dilation=(2, 1))),
+    ((3, 2, 7, 7), (4, 2, 3, 3), dict(pad=(1, 1), stride=(2, 2))),   # col2im
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, options", BLOCK_CASES)
+def test_convolution_a_sample_at_a_time(rng, monkeypatch, x_shape, w_shape, options):
+    """With blocks of columns one sample long (as a large image makes them), values
+    against the reference and gradients by finite differences, forward and as
+    deconvolution: each block's products land at its own samples."""
+    import dpnb.functions.nn as nn_functions
+    monkeypatch.setattr(nn_functions, "_BLOCK_BYTES", 1)
+    x, w = rng.randn(*x_shape), rng.randn(*w_shape)
+    n, group = len(x_shape) - 2, options.get("group", 1)
+    options = {"stride": (1,) * n, "dilation": (1,) * n, **options}
+    y = F.convolution(nn.Variable.from_numpy_array(x), nn.Variable.from_numpy_array(w),
+                      **options)
+    assert len(list(y.parent.geometry.column_blocks(np, x))) == x_shape[0]
+    y.forward()
+    reference = np.concatenate([reference_convolution_nd(xs, ws, **{k: v for k, v in
+                                                                     options.items()
+                                                                     if k != "group"})
+                                for xs, ws in zip(np.split(x, group, axis=1),
+                                                  np.split(w, group, axis=0))], axis=1)
+    np.testing.assert_allclose(y.d, reference, rtol=1e-10)
+    check_grad(lambda x, w: F.convolution(x, w, **options), [x, w])
     check_grad(lambda z, w: F.deconvolution(z, w, **options), [rng.randn(*y.shape), w])
 
 
