@@ -62,10 +62,29 @@ class Output:
             print(f"wrote {path}")
 
 
+def blas_kernel() -> str:
+    """The BLAS library NumPy runs here and the kernel it chose for this processor, e.g.
+    "OpenBLAS 0.3.31 SkylakeX": ``OPENBLAS_CORETYPE`` in the environment picks an older
+    one (AVX2 on an AVX-512 machine), which the figures of matrix products depend on."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "unknown (threadpoolctl is not installed)"
+    import numpy  # noqa: F401  (loads its BLAS, which threadpoolctl then finds)
+
+    for pool in threadpool_info():
+        if pool["user_api"] == "blas":
+            name = {"openblas": "OpenBLAS", "mkl": "MKL"}.get(pool["internal_api"],
+                                                               pool["internal_api"])
+            kernel = pool.get("architecture") or ""
+            return " ".join(part for part in (name, pool.get("version"), kernel) if part)
+    return "unknown (no BLAS found)"
+
+
 def recorded() -> dict[str, str]:
-    """Now (UTC, to the minute) and this checkout's commit, ``+changes`` where files other
-    than the results differ from it: what a result file says of when and on what it was
-    measured."""
+    """Now (UTC, to the minute), this checkout's commit (``+changes`` where files other
+    than the results differ from it) and NumPy's BLAS kernel: what a result file says of
+    when and on what it was measured."""
     root = Path(__file__).resolve().parents[1]
 
     def git(*args: str) -> str:
@@ -76,7 +95,8 @@ def recorded() -> dict[str, str]:
     changed = git("status", "--porcelain", "--untracked-files=no", "--", ".",
                   f":!{RESULTS.relative_to(root)}")
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return {"date": now, "commit": commit + ("+changes" if changed else "")}
+    return {"date": now, "commit": commit + ("+changes" if changed else ""),
+            "blas": blas_kernel()}
 
 
 def output_of(args: argparse.Namespace, record_by_default: bool = False) -> Output:

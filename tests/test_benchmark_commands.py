@@ -81,6 +81,7 @@ def test_a_run_writes_its_results_only_where_asked(tmp_path):
     when = result["recorded"]                          # when, and on which commit
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", when["date"]), when
     assert re.fullmatch(r"[0-9a-f]{7,}(\+changes)?", when["commit"]), when
+    assert re.fullmatch(r"OpenBLAS [0-9.]+ \w+", when["blas"]), when  # NumPy's wheels' BLAS
     assert result["repeats"] == 2 and set(result["median_seconds"]) == set(
         reference["median_seconds"])
     assert os.listdir(path.parent) == [path.name]      # the temporary file was renamed
