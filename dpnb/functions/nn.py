@@ -89,9 +89,10 @@ _BLOCK_BYTES = 4 << 20  # the columns of one block of samples, to stay in the ca
 class _Patches:
     """im2col for channel-first arrays of one shape (B, C, *size): the patch (zero-padded
     by ``pad``) under each position, as (B, group, C/group * prod(kernel), prod(positions)),
-    a block of samples at a time in the column workspace.  Shapes and strides are worked out once, as they are the
-    same at every call (a small network spends its time on them), and with padding so
-    are the zero-bordered copy of the input and its patches' view.
+    a block of samples at a time in the column workspace.  Shapes and strides are worked
+    out once, as they are the same at every call (a small network spends its time on
+    them), and with padding so are the zero-bordered copy of the input and its patches'
+    view.
 
     The positions are the output's, except with stride 1 where widening them to whole
     padded rows (all spatial axes but the first) costs at most a quarter more: then the

@@ -33,6 +33,13 @@ def _bmm(xp, a, b):
     return xp.matmul(a, b)
 
 
+def _step_product(xp, a, w):
+    """a @ w^T per direction (leading axis), for a step's few samples: computed as
+    (w @ a^T)^T, a transposed view, as BLAS multiplies faster with the long side as rows
+    (twice as fast for a batch of 16 against 1024 gate rows)."""
+    return _bmm(xp, w, a.swapaxes(-1, -2)).swapaxes(-1, -2)
+
+
 def _to_steps(xp, a):
     """(T, B, D, K) in time order -> (D, T, B, K) in step order (direction 1 reversed);
     a view of ``a`` for one direction."""
@@ -225,10 +232,9 @@ class _Recurrent(Function):
         for layer in reversed(range(self.num_layers)):
             flat, hs, cs, saved = self.saved[layer]
             wx, wh = self.layer_weights(xp, v, layer)
-            wh = xp.ascontiguousarray(wh)  # the per-step products are fastest on it
             gc_n = gys[2][layer] if self.has_cell else None
             dx_side, dh_side, dh0, dc0 = self.back_layer(
-                xp, _to_steps(xp, g_out), gys[1][layer], gc_n, hs, cs, saved, wh)
+                xp, _to_steps(xp, g_out), gys[1][layer], gc_n, hs, cs, saved, wh.swapaxes(1, 2))
             if need["h"]:
                 grads["h"][layer] = dh0
             if self.has_cell and need["c"]:
@@ -374,18 +380,17 @@ class RNN(_Recurrent):
         T = proj.shape[1]
         hs = xp.empty((self.D, T + 1) + h0.shape[1:], self.dtype)
         hs[:, 0] = h0
-        wht = xp.ascontiguousarray(wh.transpose(0, 2, 1))  # fastest for the per-step products
         relu = self.nonlinearity == "relu"
         for s in range(T):
             a = proj[:, s]
-            a += _bmm(xp, hs[:, s], wht)
+            a += _step_product(xp, hs[:, s], wh)
             if relu:
                 xp.maximum(a, 0, out=hs[:, s + 1])
             else:
                 xp.tanh(a, out=hs[:, s + 1])
         return hs, None, None
 
-    def back_layer(self, xp, g_steps, gh_n, gc_n, hs, cs, saved, wh):
+    def back_layer(self, xp, g_steps, gh_n, gc_n, hs, cs, saved, wht):
         T = g_steps.shape[1]
         out = hs[:, 1:]
         slope = (out > 0).astype(self.dtype) if self.nonlinearity == "relu" else 1 - out * out
@@ -394,7 +399,7 @@ class RNN(_Recurrent):
         for s in reversed(range(T)):
             dh += g_steps[:, s]
             xp.multiply(dh, slope[:, s], out=da[:, s])
-            dh = _bmm(xp, da[:, s], wh)
+            dh = _step_product(xp, da[:, s], wht)
         return da, da, dh, None
 
 
@@ -425,10 +430,9 @@ class LSTM(_Recurrent):
         cs = xp.empty_like(hs)
         tcs = xp.empty((self.D, T) + h0.shape[1:], self.dtype)
         hs[:, 0], cs[:, 0] = h0, c0
-        wht = xp.ascontiguousarray(wh.transpose(0, 2, 1))  # fastest for the per-step products
         for s in range(T):
             a = proj[:, s]
-            a += _bmm(xp, hs[:, s], wht)
+            a += _step_product(xp, hs[:, s], wh)
             _sigmoid_(xp, a[..., :3 * H])
             g = a[..., 3 * H:]
             xp.tanh(g, out=g)
@@ -439,7 +443,7 @@ class LSTM(_Recurrent):
             xp.multiply(a[..., :H], tcs[:, s], out=hs[:, s + 1])
         return hs, cs, (proj, tcs)
 
-    def back_layer(self, xp, g_steps, gh_n, gc_n, hs, cs, saved, wh):
+    def back_layer(self, xp, g_steps, gh_n, gc_n, hs, cs, saved, wht):
         gates, tcs = saved
         T, H = g_steps.shape[1], self.H
         o, i, f, g = (gates[..., k * H:(k + 1) * H] for k in range(4))
@@ -456,7 +460,7 @@ class LSTM(_Recurrent):
             dc += dh * q[:, s]
             xp.multiply(dh, k_o[:, s], out=da[:, s, :, :H])
             xp.multiply(dc[:, :, None, :], k_c[:, s], out=da_c[:, s])
-            dh = _bmm(xp, da[:, s], wh)
+            dh = _step_product(xp, da[:, s], wht)
             dc *= f[:, s]
         return da, da, dh, dc
 
@@ -491,11 +495,10 @@ class GRU(_Recurrent):
         hs = xp.empty((self.D, T + 1) + h0.shape[1:], self.dtype)
         hn = xp.empty((self.D, T) + h0.shape[1:], self.dtype)
         hs[:, 0] = h0
-        wht = xp.ascontiguousarray(wh.transpose(0, 2, 1))  # fastest for the per-step products
         b_hn = None if bias is None else bias[:, None, 3 * H:]
         for s in range(T):
             a = proj[:, s]
-            hh = _bmm(xp, hs[:, s], wht)
+            hh = _step_product(xp, hs[:, s], wh)
             a[..., :2 * H] += hh[..., :2 * H]
             _sigmoid_(xp, a[..., :2 * H])
             n_h = hn[:, s]
@@ -510,7 +513,7 @@ class GRU(_Recurrent):
             xp.add(n, step, out=hs[:, s + 1])
         return hs, None, (proj, hn)
 
-    def back_layer(self, xp, g_steps, gh_n, gc_n, hs, cs, saved, wh):
+    def back_layer(self, xp, g_steps, gh_n, gc_n, hs, cs, saved, wht):
         gates, hn = saved
         T, H = g_steps.shape[1], self.H
         r, z, n = (gates[..., k * H:(k + 1) * H] for k in range(3))
@@ -527,7 +530,7 @@ class GRU(_Recurrent):
             xp.multiply(da_n, k_r[:, s], out=dh_side[:, s, :, :H])
             xp.multiply(dh, k_z[:, s], out=dh_side[:, s, :, H:2 * H])
             xp.multiply(da_n, r[:, s], out=dh_side[:, s, :, 2 * H:])
-            dh = dh * z[:, s] + _bmm(xp, dh_side[:, s], wh)
+            dh = dh * z[:, s] + _step_product(xp, dh_side[:, s], wht)
         dx_side = dh_side.copy()
         dx_side[..., 2 * H:] = dn
         return dx_side, dh_side, dh, None
