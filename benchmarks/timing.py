@@ -83,8 +83,11 @@ def blas_kernel() -> str:
 
 def recorded() -> dict[str, str]:
     """Now (UTC, to the minute), this checkout's commit (``+changes`` where files other
-    than the results differ from it) and NumPy's BLAS kernel: what a result file says of
-    when and on what it was measured."""
+    than the results differ from it), NumPy's BLAS kernel and what runs dpnb's compiled
+    kernels (Numba or NumPy alone): what a result file says of when and on what it was
+    measured."""
+    from dpnb.functions import kernels
+
     root = Path(__file__).resolve().parents[1]
 
     def git(*args: str) -> str:
@@ -96,7 +99,7 @@ def recorded() -> dict[str, str]:
                   f":!{RESULTS.relative_to(root)}")
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return {"date": now, "commit": commit + ("+changes" if changed else ""),
-            "blas": blas_kernel()}
+            "blas": blas_kernel(), "kernels": kernels.backend()}
 
 
 def output_of(args: argparse.Namespace, record_by_default: bool = False) -> Output:

@@ -82,6 +82,7 @@ def test_a_run_writes_its_results_only_where_asked(tmp_path):
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", when["date"]), when
     assert re.fullmatch(r"[0-9a-f]{7,}(\+changes)?", when["commit"]), when
     assert re.fullmatch(r"OpenBLAS [0-9.]+ \w+", when["blas"]), when  # NumPy's wheels' BLAS
+    assert re.fullmatch(r"numba [0-9.]+", when["kernels"]), when      # the test extra's
     assert result["repeats"] == 2 and set(result["median_seconds"]) == set(
         reference["median_seconds"])
     assert os.listdir(path.parent) == [path.name]      # the temporary file was renamed

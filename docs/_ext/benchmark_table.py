@@ -41,12 +41,13 @@ class Row:
 
 
 def recorded_of(path: Path) -> str:
-    """When, at which commit and (where it says) on which BLAS kernel a result file was
-    recorded: what the benchmark wrote in it, or for a file from before benchmarks wrote that, the date git committed it."""
+    """When, at which commit and (where it says) with which BLAS kernel and dpnb kernels a
+    result file was recorded: what the benchmark wrote in it, or for a file from before
+    benchmarks wrote that, the date git committed it."""
     when = json.loads(path.read_text()).get("recorded")
     if when is not None:
-        blas = f", {when['blas']}" if "blas" in when else ""
-        return f"{when['date']} at {when['commit']}{blas}"
+        machine = "".join(f", {when[key]}" for key in ("blas", "kernels") if key in when)
+        return f"{when['date']} at {when['commit']}{machine}"
     done = subprocess.run(["git", "-C", str(path.parent), "log", "-1", "--format=%cs", "--",
                            path.name], capture_output=True, text=True)
     date = done.stdout.strip() if done.returncode == 0 else ""

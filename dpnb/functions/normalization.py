@@ -9,6 +9,7 @@ import numpy as np
 from ..errors import DpnbError, DpnbValueError
 from ..graph import Function, Variable
 from .array import reshape, transpose
+from . import kernels
 from .base import (argument_error, axes_of, base_axis_of, default_outputs, kept_axes,
                    one_axis, sum_to, workspace)
 from .graph_module import composite_backward_graph, on_variables
@@ -108,8 +109,18 @@ class BatchNormalization(Function):
             outputs += [(self.stat_shape, dtype), (self.stat_shape, dtype)]
         return outputs
 
+    fused_kernels = True  # one compiled pass each (kernels.py) where they serve the arrays
+
     def _unpack(self, xs) -> dict:
         return dict(zip(self.roles, xs[1:]))
+
+    def _fused(self, xp, *arrays) -> bool:
+        """Whether the compiled per-channel kernels run for these arrays."""
+        return (self.fused_kernels and self.rows_shape is not None
+                and kernels.for_arrays(xp, *arrays))
+
+    def _rows(self, a):
+        return a.reshape(self.rows_shape)
 
     def _sum(self, xp, a):
         """The sum of ``a`` over the reduced axes (shape ``stat_shape``)."""
@@ -143,14 +154,17 @@ class BatchNormalization(Function):
             mean, var = params["mean"], params["variance"]
         inv_std = 1 / xp.sqrt(var + self.eps)
         scale = self._scale(params, inv_std)
-        if self.batch_stat:
-            y *= scale
+        if self._fused(xp, x):
+            y = kernels.normalize(self._rows(x), mean, scale, beta).reshape(x.shape)
         else:
-            # One pass fewer: x * scale + (beta - mean * scale).
-            y = x * scale
-            beta = -mean * scale if beta is None else beta - mean * scale
-        if beta is not None:
-            y += beta
+            if self.batch_stat:
+                y *= scale
+            else:
+                # One pass fewer: x * scale + (beta - mean * scale).
+                y = x * scale
+                beta = -mean * scale if beta is None else beta - mean * scale
+            if beta is not None:
+                y += beta
         # Kept for backward: a copy of the running mean, which a later forward may update.
         self.mean = mean if self.batch_stat else mean.copy()
         self.inv_std = inv_std
@@ -159,8 +173,12 @@ class BatchNormalization(Function):
         return (y,)
 
     def _batch_statistics(self, xp, x):
-        """The batch mean, ``x - mean`` and the biased batch variance."""
+        """The batch mean, ``x - mean`` (None where the compiled kernels normalize x
+        itself) and the biased batch variance."""
         mean = self._sum(xp, x) / self.count
+        if self._fused(xp, x):
+            squares = kernels.square_deviation_sums(self._rows(x), mean) / self.count
+            return mean, None, squares.astype(x.dtype).reshape(self.stat_shape)
         centred = x - mean
         return mean, centred, self._dot(xp, centred, centred) / self.count
 
@@ -184,16 +202,25 @@ class BatchNormalization(Function):
         need = dict(zip(self.roles, need_grads[1:]))
         batch_terms = self.batch_stat and need_grads[0]
         grads = dict.fromkeys(_ROLES)
-        if need.get("beta") or batch_terms:
-            grads["beta"] = self._sum(xp, gy)
-        if need.get("gamma") or batch_terms:
-            centred = xp.subtract(x, self.mean, out=workspace(xp, x.shape, x.dtype))
-            grads["gamma"] = self._dot(xp, gy, centred) * self.inv_std
+        fused = self._fused(xp, x, gy)
+        if fused:
+            if need.get("beta") or need.get("gamma") or batch_terms:
+                sums = kernels.grad_sums(self._rows(gy), self._rows(x), self.mean)
+                grads["beta"], grads["gamma"] = (s.astype(x.dtype).reshape(self.stat_shape)
+                                                 for s in sums)
+                grads["gamma"] *= self.inv_std
+        else:
+            if need.get("beta") or batch_terms:
+                grads["beta"] = self._sum(xp, gy)
+            if need.get("gamma") or batch_terms:
+                centred = xp.subtract(x, self.mean, out=workspace(xp, x.shape, x.dtype))
+                grads["gamma"] = self._dot(xp, gy, centred) * self.inv_std
         gx = None
         if need_grads[0]:
             scale = self._scale(params, self.inv_std)
-            gx = gy * scale
-            if self.batch_stat:
+            if not self.batch_stat:
+                gx = gy * scale
+            else:
                 # Through the batch mean and variance (and the stat outputs, if any):
                 # gx += coef * (x - mean) + shift.
                 sum_gy, sum_gy_xhat = self._batch_grad_sums(xp, [grads["beta"], grads["gamma"]])
@@ -203,9 +230,14 @@ class BatchNormalization(Function):
                 if self.output_stat:
                     coef += 2 * stat_grads[1] / self.count
                     shift += stat_grads[0] / self.count
-                centred *= coef
-                gx += centred
-                gx += shift
+                if fused:
+                    gx = kernels.input_grad(self._rows(gy), scale, self._rows(x), self.mean,
+                                            coef, shift).reshape(x.shape)
+                else:
+                    gx = gy * scale
+                    centred *= coef
+                    gx += centred
+                    gx += shift
         return (gx,) + tuple(grads[role] if need[role] else None for role in self.roles)
 
     def composite(self, F, xs):
@@ -337,6 +369,8 @@ class SyncBatchNormalization(BatchNormalization):
     and gamma stay this rank's share, summed over ranks with the other
     parameter gradients as usual.  The statistics travel in float64: exact
     counts beside the sums, and no float32 round-off in the sum over ranks."""
+
+    fused_kernels = False  # its float64 sums are all-reduced between the passes
 
     nnabla_spec = FunctionSpec("SyncBatchNormalization", "sync_batch_normalization_param",
                                ("comm", "group", "axes", "decay_rate", "eps", "batch_stat"),
