@@ -1,0 +1,54 @@
+"""The loops of dpnb.functions.kernels, compiled by Numba at their first call (and kept
+in its cache beside this file, or in the user's where this directory is read-only).  Each
+runs over rows (before, C, after) with per-channel (C,) arrays; the kernels check and
+shape what they hand them.  Imported only where they run: importing Numba takes a tenth
+of a second."""
+import numba
+
+# Reassociation lets the sums run in SIMD lanes; NaN and infinity keep their meaning.
+jit = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+
+
+@jit
+def square_deviation_sums(x, mean, out):
+    """out = sum((x - mean)^2) per channel, accumulated in float64."""
+    for c in range(x.shape[1]):
+        total = 0.0
+        for b in range(x.shape[0]):
+            for i in range(x.shape[2]):
+                d = x[b, c, i] - mean[c]
+                total += d * d
+        out[c] = total
+
+
+@jit
+def normalize(x, mean, scale, shift, out):
+    """out = (x - mean) * scale + shift."""
+    for b in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            m, s, h = mean[c], scale[c], shift[c]
+            for i in range(x.shape[2]):
+                out[b, c, i] = (x[b, c, i] - m) * s + h
+
+
+@jit
+def grad_sums(gy, x, mean, sums, dots):
+    """sums = sum(gy), dots = sum(gy * (x - mean)) per channel, accumulated in float64."""
+    for c in range(x.shape[1]):
+        total, dot = 0.0, 0.0
+        for b in range(x.shape[0]):
+            for i in range(x.shape[2]):
+                g = gy[b, c, i]
+                total += g
+                dot += g * (x[b, c, i] - mean[c])
+        sums[c], dots[c] = total, dot
+
+
+@jit
+def input_grad(gy, scale, x, mean, coef, shift, out):
+    """out = gy * scale + (x - mean) * coef + shift."""
+    for b in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            s, m, k, h = scale[c], mean[c], coef[c], shift[c]
+            for i in range(x.shape[2]):
+                out[b, c, i] = gy[b, c, i] * s + (x[b, c, i] - m) * k + h
