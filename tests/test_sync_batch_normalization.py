@@ -20,9 +20,10 @@ from dpnb.testing import check_ranks
 SCRIPTS = Path(__file__).parent / "mpi_scripts"
 
 
-@pytest.mark.parametrize("n", [2, 3])
-def test_matches_batch_normalization_of_the_global_batch(n):
-    check_ranks(n, SCRIPTS / "sync_bn.py")
+@pytest.mark.parametrize("n, jit", [(2, "1"), (3, "1"), (2, "0")])
+def test_matches_batch_normalization_of_the_global_batch(n, jit):
+    """Through the compiled kernels (float64 sums of their own) and through NumPy alone."""
+    check_ranks(n, SCRIPTS / "sync_bn.py", env={"DPNB_JIT": jit})
 
 
 @requires_nccl

@@ -109,15 +109,12 @@ class BatchNormalization(Function):
             outputs += [(self.stat_shape, dtype), (self.stat_shape, dtype)]
         return outputs
 
-    fused_kernels = True  # one compiled pass each (kernels.py) where they serve the arrays
-
     def _unpack(self, xs) -> dict:
         return dict(zip(self.roles, xs[1:]))
 
     def _fused(self, xp, *arrays) -> bool:
         """Whether the compiled per-channel kernels run for these arrays."""
-        return (self.fused_kernels and self.rows_shape is not None
-                and kernels.for_arrays(xp, *arrays))
+        return self.rows_shape is not None and kernels.for_arrays(xp, *arrays)
 
     def _rows(self, a):
         return a.reshape(self.rows_shape)
@@ -204,10 +201,9 @@ class BatchNormalization(Function):
         grads = dict.fromkeys(_ROLES)
         fused = self._fused(xp, x, gy)
         if fused:
-            if need.get("beta") or need.get("gamma") or batch_terms:
+            if need.get("beta") or need.get("gamma") or batch_terms:  # float64 sums
                 sums = kernels.grad_sums(self._rows(gy), self._rows(x), self.mean)
-                grads["beta"], grads["gamma"] = (s.astype(x.dtype).reshape(self.stat_shape)
-                                                 for s in sums)
+                grads["beta"], grads["gamma"] = (s.reshape(self.stat_shape) for s in sums)
                 grads["gamma"] *= self.inv_std
         else:
             if need.get("beta") or batch_terms:
@@ -238,7 +234,8 @@ class BatchNormalization(Function):
                     centred *= coef
                     gx += centred
                     gx += shift
-        return (gx,) + tuple(grads[role] if need[role] else None for role in self.roles)
+        return (gx,) + tuple(None if grads[role] is None or not need[role]
+                             else grads[role].astype(x.dtype, copy=False) for role in self.roles)
 
     def composite(self, F, xs):
         """What it computes, as a graph of functions (its graph backward differentiates it)."""
@@ -370,8 +367,6 @@ class SyncBatchNormalization(BatchNormalization):
     parameter gradients as usual.  The statistics travel in float64: exact
     counts beside the sums, and no float32 round-off in the sum over ranks."""
 
-    fused_kernels = False  # its float64 sums are all-reduced between the passes
-
     nnabla_spec = FunctionSpec("SyncBatchNormalization", "sync_batch_normalization_param",
                                ("comm", "group", "axes", "decay_rate", "eps", "batch_stat"),
                                _sync_batch_norm_params, _sync_batch_norm)
@@ -436,9 +431,13 @@ class SyncBatchNormalization(BatchNormalization):
         self.comm.all_reduce(stats, group=self.group)
         self.count = int(stats[-1])
         mean = (stats[:-1] / self.count).astype(x.dtype).reshape(self.stat_shape)
-        centred = x - mean
         squares = self._buffer(xp, "squares", channels)
-        squares[...] = self._dot(xp, centred, centred).ravel()
+        if self._fused(xp, x):  # float64 sums too
+            centred = None
+            squares[...] = kernels.square_deviation_sums(self._rows(x), mean)
+        else:
+            centred = x - mean
+            squares[...] = self._dot(xp, centred, centred).ravel()
         self.comm.all_reduce(squares, group=self.group)
         return mean, centred, (squares / self.count).astype(x.dtype).reshape(self.stat_shape)
 
