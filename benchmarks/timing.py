@@ -86,7 +86,7 @@ def recorded() -> dict[str, str]:
     than the results differ from it), NumPy's BLAS kernel and what runs dpnb's compiled
     kernels (Numba or NumPy alone): what a result file says of when and on what it was
     measured."""
-    from dpnb.functions import kernels
+    from dpnb import kernels
 
     root = Path(__file__).resolve().parents[1]
 

@@ -1,12 +1,13 @@
-"""The loops of dpnb.functions.kernels, compiled by Numba at their first call (and kept
-in its cache beside this file, or in the user's where this directory is read-only).  Each
-runs over rows (before, C, after) with per-channel (C,) arrays; the kernels check and
-shape what they hand them.  Imported only where they run: importing Numba takes a tenth
-of a second."""
+"""The loops of dpnb.kernels, compiled by Numba at their first call (and kept in its cache
+beside this file, or in the user's where this directory is read-only); dpnb.kernels checks
+and shapes what it hands them.  Imported only where they run: importing Numba takes a
+tenth of a second."""
 import numba
+import numpy as np
 
 # Reassociation lets the sums run in SIMD lanes; NaN and infinity keep their meaning.
-jit = numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+jit = numba.njit(cache=True, nogil=True, error_model="numpy",
+                 fastmath={"reassoc", "contract"})
 
 
 @jit
@@ -52,3 +53,19 @@ def input_grad(gy, scale, x, mean, coef, shift, out):
             s, m, k, h = scale[c], mean[c], coef[c], shift[c]
             for i in range(x.shape[2]):
                 out[b, c, i] = gy[b, c, i] * s + (x[b, c, i] - m) * k + h
+
+
+# No fast math: the same float roundings in the same order as NumPy's whole-array passes.
+exact = numba.njit(cache=True, nogil=True, error_model="numpy")
+
+
+@exact
+def adam(w, g, m, v, beta1, rest1, beta2, rest2, eps, step):
+    """Adam's update of w, m and v in place, element by element, in the order of
+    dpnb.solvers.adaptive's passes; the scalars come in w's dtype, as NumPy casts them."""
+    for i in range(w.shape[0]):
+        gi = g[i]
+        mi = m[i] * beta1 + gi * rest1
+        vi = v[i] * beta2 + gi * gi * rest2
+        m[i], v[i] = mi, vi
+        w[i] -= mi / (np.sqrt(vi) + eps) * step

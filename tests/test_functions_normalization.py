@@ -8,7 +8,7 @@ import dpnb.parametric_functions as PF
 from dpnb.context import to_module
 from dpnb.errors import DpnbError
 from dpnb.ext_utils import get_extension_context
-from dpnb.functions import kernels
+from dpnb import kernels
 
 
 @pytest.fixture(params=["numba", "numpy"], autouse=True)

@@ -35,7 +35,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "dpnb"
 
 LAYERS = {
-    "core": ["context", "host_memory", "numba_loops", "ndarray", "graph", "storage", "parameter", "errors", "random", "config", "contrib", "hooks",
+    "core": ["context", "host_memory", "kernels", "numba_loops", "ndarray", "graph", "storage", "parameter", "errors", "random", "config", "contrib", "hooks",
              "formats", "logger", "monitor", "ext_utils", "extensions", "nnabla_alias", "data", "dtypes",
              "utils", "utils.data_source", "utils.data_source_implements",
              "utils.data_source_loader", "utils.data_iterator", "utils.image_utils",

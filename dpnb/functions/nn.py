@@ -4,8 +4,10 @@ convolution, batch normalization, residual and activation in one call) and the p
 correlation of FlowNet."""
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import operator
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -122,6 +124,7 @@ class _Patches:
         self.group_channels = c // group
         self.shape = (b, group, c // group) + tuple(kernel) + self.positions
         self.matrix_shape = (b, group, c // group * math.prod(kernel), math.prod(self.positions))
+        self.sample_size = math.prod(self.shape[1:])  # elements of one sample's columns
         self.dilation, self.stride = dilation, stride
         self.strides_of: dict[tuple, tuple] = {}  # the input's strides -> the patches'
         self.padded_of: dict[tuple, tuple] = {}   # (xp, dtype) -> (padded input, patches)
@@ -162,9 +165,14 @@ class _Patches:
         else:
             padded, patches = self._padded(xp, x.dtype)
             padded[self.inner] = x
-        per_sample = math.prod(self.shape[1:]) * x.dtype.itemsize
-        n = self.batch if xp is not np else max(1, min(self.batch, _BLOCK_BYTES // per_sample))
+        n = self.batch
+        if xp is np:
+            n = max(1, min(n, _BLOCK_BYTES // (self.sample_size * x.dtype.itemsize)))
         block = workspace(xp, (n,) + self.shape[1:], x.dtype)
+        if n == self.batch:  # one block: no views of views (small networks feel them)
+            block[...] = patches
+            yield slice(None), block.reshape(self.matrix_shape)
+            return
         for start in range(0, self.batch, n):
             samples = slice(start, min(start + n, self.batch))
             columns = block[:samples.stop - start]
@@ -307,10 +315,13 @@ class _Geometry:
         block too, for what else reads the columns while they are in the cache."""
         product = None
         for samples, columns in blocks:
-            if product is None:
-                product = xp.empty((self.batch,) + matrix.shape[:2] + columns.shape[-1:],
-                                   np.result_type(matrix.dtype, columns.dtype))
-            xp.matmul(matrix, columns, out=product[samples])
+            if len(columns) == self.batch:  # one block
+                product = xp.matmul(matrix, columns)
+            else:
+                if product is None:
+                    product = xp.empty((self.batch,) + matrix.shape[:2] + columns.shape[-1:],
+                                       np.result_type(matrix.dtype, columns.dtype))
+                xp.matmul(matrix, columns, out=product[samples])
             if each is not None:
                 each(samples, columns)
         return product
@@ -374,8 +385,8 @@ class _Geometry:
         if self.minor_patches is not None:
             return self.minor_weight_grad(xp, x, self.output_rows(gy))
         gy = self._grouped(self.x_patches.widen(xp, gy))
-        gw = sum(_batch_product_sum(gy[samples], columns)
-                 for samples, columns in self.column_blocks(xp, x))
+        gw = functools.reduce(operator.add, (_batch_product_sum(gy[samples], columns)
+                                             for samples, columns in self.column_blocks(xp, x)))
         return gw.reshape(self.w_shape)
 
     def input_grad(self, xp, w, gy):
@@ -407,7 +418,8 @@ class _Geometry:
 
             gx = self._products(xp, self.flip(w), self.output_grad_blocks(xp, self._grouped(gy)),
                                 add_weight_grad)
-            gw = self.flip(sum(gw).reshape((c, self.out_channels // g) + self.kernel))
+            gw = functools.reduce(operator.add, gw)
+            gw = self.flip(gw.reshape((c, self.out_channels // g) + self.kernel))
             gx = self.gy_patches.crop(xp, gx)
             return gx.reshape(self.x_shape), gw.reshape(self.w_shape)
         if need_x and need_w and self.minor_patches is not None:

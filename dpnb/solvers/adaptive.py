@@ -7,12 +7,23 @@ import math
 
 import numpy as np
 
+from .. import kernels
 from .base import Solver
+
+
+def _bias_corrected(alpha: float, beta1: float, beta2: float, t: int) -> float:
+    """Adam's step size ``alpha * sqrt(1 - beta2**t) / (1 - beta1**t)``."""
+    return alpha * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
 
 
 def _adam_step(xp, w, g, m, v, t, tmp, alpha, beta1, beta2, eps) -> None:
     """``m``, ``v`` <- moving averages of ``g`` and ``g**2``;
-    ``w <- w - alpha * sqrt(1 - beta2**t) / (1 - beta1**t) * m / (sqrt(v) + eps)``."""
+    ``w <- w - alpha * sqrt(1 - beta2**t) / (1 - beta1**t) * m / (sqrt(v) + eps)``: one
+    compiled loop where dpnb.kernels serves the arrays, else these passes (the same
+    roundings)."""
+    if kernels.for_arrays(xp, w, g, m, v):
+        kernels.adam(w, g, m, v, beta1, beta2, eps, _bias_corrected(alpha, beta1, beta2, t))
+        return
     m *= beta1
     m += xp.multiply(g, 1 - beta1, out=tmp)
     v *= beta2
@@ -22,7 +33,7 @@ def _adam_step(xp, w, g, m, v, t, tmp, alpha, beta1, beta2, eps) -> None:
     xp.sqrt(v, out=tmp)
     tmp += eps
     xp.divide(m, tmp, out=tmp)
-    tmp *= alpha * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+    tmp *= _bias_corrected(alpha, beta1, beta2, t)
     w -= tmp
 
 
@@ -177,11 +188,6 @@ def _moving_square_average(xp, v, g, beta: float, tmp) -> None:
     xp.multiply(g, g, out=tmp)
     tmp *= 1 - beta
     v += tmp
-
-
-def _bias_corrected(alpha: float, beta1: float, beta2: float, t: int) -> float:
-    """Adam's step size ``alpha * sqrt(1 - beta2**t) / (1 - beta1**t)``."""
-    return alpha * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
 
 
 class AMSGRAD(Solver):

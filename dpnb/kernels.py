@@ -1,12 +1,14 @@
-"""Batch normalization's per-channel passes, each one loop over memory compiled by Numba
-where it is installed (the ``jit`` extra), for NumPy arrays of float32 or float64 seen as
-rows (before, C, after).  NumPy takes four or five whole-array operations for the input
-gradient where these take one, and memory, not arithmetic, bounds them: on ResNet-23 the
-normalization's backward falls from a sixth of the CPU step to a twentieth.
+"""Elementwise passes compiled by Numba where it is installed (the ``jit`` extra): batch
+normalization's per-channel passes, over NumPy arrays of float32 or float64 seen as rows
+(before, C, after), and Adam's update.  NumPy takes four or five whole-array operations
+for batch normalization's input gradient and eleven for an Adam step where these take one
+loop; memory (or, on a small network, the calls themselves) bounds them, not arithmetic:
+on ResNet-23 the normalization's backward falls from a sixth of the CPU step to a
+twentieth.
 
-``for_arrays`` says whether they serve an array; the callers keep their NumPy path for
-CuPy, float16, other layouts, a Python without Numba, and ``DPNB_JIT=0`` (or ``use``),
-which selects it everywhere.  The sums accumulate in float64."""
+``for_arrays`` says whether they serve some arrays; the callers keep their NumPy path for
+CuPy, float16, a Python without Numba, and ``DPNB_JIT=0`` (or ``use``), which selects it
+everywhere.  The sums accumulate in float64; Adam's update rounds as NumPy's passes do."""
 from __future__ import annotations
 
 import importlib.metadata
@@ -46,7 +48,7 @@ def for_arrays(xp, *arrays) -> bool:
 def _loops():
     """The compiled loops, imported at their first use (which a process that never
     normalizes on the CPU does not pay)."""
-    from .. import numba_loops
+    from . import numba_loops
     return numba_loops
 
 
@@ -84,3 +86,12 @@ def input_grad(gy_rows, scale, rows, mean, coef, shift):
     _loops().input_grad(gy_rows, _channels(scale, rows), rows, _channels(mean, rows),
                         _channels(coef, rows), _channels(shift, rows), out)
     return out
+
+
+def adam(w, g, m, v, beta1: float, beta2: float, eps: float, step: float) -> None:
+    """Adam's update of the 1-D ``w``, ``m`` and ``v`` in place from ``g`` (dpnb.solvers'
+    ``_adam_step``, whose results it gives bit for bit), ``step`` the bias-corrected
+    learning rate."""
+    scalar = w.dtype.type
+    _loops().adam(w, g, m, v, scalar(beta1), scalar(1 - beta1), scalar(beta2),
+                  scalar(1 - beta2), scalar(eps), scalar(step))
