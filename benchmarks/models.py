@@ -62,6 +62,9 @@ def dpnb_transformer():
 
 
 def dpnb_worker(model: str, steps: int) -> dict:
+    from dpnb import kernels
+
+    kernels.load()  # Numba's libraries before the baseline, as PyTorch's are in its worker
     base = rss_mib()
     loss = {"lstm": dpnb_lstm, "transformer": dpnb_transformer}[model]()
     return {"step_s": dpnb_adam_step_seconds(loss, steps), "peak_mib": peak_rss_mib() - base}

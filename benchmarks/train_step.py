@@ -75,6 +75,9 @@ def torch_resnet23_loss(batch: int = BATCH, nmaps: int = NMAPS, device: str = "c
 
 
 def dpnb_worker(steps: int) -> dict:
+    from dpnb import kernels
+
+    kernels.load()  # Numba's libraries before the baseline, as PyTorch's are in its worker
     base = rss_mib()
     loss = dpnb_resnet23_loss()
     return {"step_s": dpnb_adam_step_seconds(loss, steps), "peak_mib": peak_rss_mib() - base}

@@ -119,3 +119,12 @@ def test_adam_rounds_as_numpys_passes(rng, dtype):
         np.testing.assert_array_equal(compiled, numpy_only)
     assert not np.array_equal(runs[True][0], start[0])   # it did move the slice
     np.testing.assert_array_equal(runs[True][0][:5], start[0][:5])   # and nothing else
+
+
+def test_load_compiles_the_float32_loops_ahead_of_their_first_calls():
+    from dpnb import numba_loops
+
+    kernels.load()
+    for loop in (numba_loops.square_deviation_sums, numba_loops.normalize,
+                 numba_loops.grad_sums, numba_loops.input_grad, numba_loops.adam):
+        assert any("float32" in str(signature) for signature in loop.signatures), loop
