@@ -1,6 +1,6 @@
 """Elementwise passes compiled by Numba where it is installed (the ``jit`` extra): batch
 normalization's per-channel passes, over NumPy arrays of float32 or float64 seen as rows
-(before, C, after), and Adam's update.  NumPy takes four or five whole-array operations
+(before, C, after), Adam's update and an LSTM step's way back.  NumPy takes four or five whole-array operations
 for batch normalization's input gradient and eleven for an Adam step where these take one
 loop; memory (or, on a small network, the calls themselves) bounds them, not arithmetic:
 on ResNet-23 the normalization's backward falls from a sixth of the CPU step to a
@@ -97,6 +97,14 @@ def adam(w, g, m, v, beta1: float, beta2: float, eps: float, step: float) -> Non
                   scalar(1 - beta2), scalar(eps), scalar(step))
 
 
+def lstm_step_grads(dh, dc, g, gates, tc, c_prev, da) -> None:
+    """One step back through LSTM cells in place (dpnb.functions.recurrent's gate order
+    o, i, f, g), all (D, B, ...): ``dh += g``; ``da`` (D, B, 4H), the gradients of the
+    gates' pre-activations, from ``dh`` and ``dc`` through the gates, the cell's tanh
+    ``tc`` and the cell before ``c_prev``; then ``dc`` times f, for the step before."""
+    _loops().lstm_step_grads(dh, dc, g, gates, tc, c_prev, da, dh.dtype.type(1))
+
+
 def load() -> None:
     """Import Numba and compile (or load from its cache) the float32 loops now instead of
     at their first calls: a long-lived process pays the same once either way, and a
@@ -110,3 +118,5 @@ def load() -> None:
     grad_sums(one, one, channel)
     input_grad(one, channel, one, channel, channel, channel)
     adam(channel.copy(), channel, channel.copy(), channel.copy(), 0.9, 0.999, 1e-8, 1e-3)
+    lstm_step_grads(one.copy(), one.copy(), one, np.ones((1, 1, 4), np.float32), one, one,
+                    np.empty((1, 1, 4), np.float32))

@@ -69,3 +69,25 @@ def adam(w, g, m, v, beta1, rest1, beta2, rest2, eps, step):
         vi = v[i] * beta2 + gi * gi * rest2
         m[i], v[i] = mi, vi
         w[i] -= mi / (np.sqrt(vi) + eps) * step
+
+
+@jit
+def lstm_step_grads(dh, dc, g, gates, tc, c_prev, da, one):
+    """One step back through LSTM cells, gates in dpnb's order o, i, f, g (after their
+    nonlinearities), all (D, B, ...): dh += g; da, the gates' pre-activation gradients,
+    from dh and dc; then dc carried to the step before (times f)."""
+    n = dh.shape[2]
+    for d in range(dh.shape[0]):
+        for b in range(dh.shape[1]):
+            for j in range(n):
+                h = dh[d, b, j] + g[d, b, j]
+                dh[d, b, j] = h
+                o, i, f, z = gates[d, b, j], gates[d, b, n + j], gates[d, b, 2 * n + j], \
+                    gates[d, b, 3 * n + j]
+                t = tc[d, b, j]
+                c = dc[d, b, j] + h * o * (one - t * t)
+                da[d, b, j] = h * t * o * (one - o)
+                da[d, b, n + j] = c * z * i * (one - i)
+                da[d, b, 2 * n + j] = c * c_prev[d, b, j] * f * (one - f)
+                da[d, b, 3 * n + j] = c * i * (one - z * z)
+                dc[d, b, j] = c * f

@@ -332,3 +332,31 @@ def test_backward_twice_accumulates(rng):
     for k, p in nn.get_parameters().items():
         np.testing.assert_allclose(p.g, 2 * once[k], rtol=1e-6, atol=1e-7)
     assert all(np.abs(g).max() > 0 for g in once.values())
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(np.float32, 1e-5), (np.float64, 1e-12)])
+def test_lstm_gradients_through_the_compiled_step_match_numpys(rng, dtype, tolerance):
+    """Two bidirectional layers, backward once through dpnb.kernels' compiled step and
+    once through NumPy's passes: the same gradients to the dtype's rounding."""
+    from dpnb import kernels
+
+    inputs = [nn.Variable.from_numpy_array(v.d.astype(dtype), need_grad=True)
+              for v in lstm_inputs(rng, layers=2, d=2)]
+    outputs = F.lstm(*inputs, num_layers=2, bidirectional=True, training=True)
+    weights = [nn.Variable.from_numpy_array(np.linspace(-1, 1, y.size).reshape(y.shape))
+               for y in outputs]   # every output (y, h_n, c_n) gets a gradient
+    loss = sum(F.sum(y * w) for y, w in zip(outputs, weights))
+    grads = {}
+    for compiled in (True, False):
+        before = kernels.use(compiled)
+        try:
+            for v in inputs:
+                v.grad.zero()
+            loss.forward()
+            loss.backward()
+            grads[compiled] = [v.g.copy() for v in inputs]
+        finally:
+            kernels.use(before)
+    for compiled, numpy_only in zip(grads[True], grads[False]):
+        assert compiled.dtype == dtype and np.abs(compiled).max() > 0
+        np.testing.assert_allclose(compiled, numpy_only, rtol=tolerance, atol=tolerance)

@@ -1,4 +1,4 @@
-"""dpnb.functions.kernels: each compiled per-channel pass against NumPy, in float32 and
+"""dpnb.kernels: each compiled per-channel pass against NumPy, in float32 and
 float64, on rows (before, C, after); which arrays they serve; and the switch that turns
 them off (``use``, ``DPNB_JIT=0``)."""
 import os
@@ -126,5 +126,6 @@ def test_load_compiles_the_float32_loops_ahead_of_their_first_calls():
 
     kernels.load()
     for loop in (numba_loops.square_deviation_sums, numba_loops.normalize,
-                 numba_loops.grad_sums, numba_loops.input_grad, numba_loops.adam):
+                 numba_loops.grad_sums, numba_loops.input_grad, numba_loops.adam,
+                 numba_loops.lstm_step_grads):
         assert any("float32" in str(signature) for signature in loop.signatures), loop

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import kernels
 from ..graph import Function, Variable
 from .base import argument_error, default_outputs
 from .graph_module import composite_backward_graph
@@ -446,6 +447,14 @@ class LSTM(_Recurrent):
     def back_layer(self, xp, g_steps, gh_n, gc_n, hs, cs, saved, wht):
         gates, tcs = saved
         T, H = g_steps.shape[1], self.H
+        if kernels.for_arrays(xp, gates, g_steps, gh_n, gc_n):  # each step one loop
+            da = xp.empty(gates.shape, self.dtype)
+            dh, dc = gh_n.copy(), gc_n.copy()
+            for s in reversed(range(T)):
+                kernels.lstm_step_grads(dh, dc, g_steps[:, s], gates[:, s], tcs[:, s],
+                                        cs[:, s], da[:, s])
+                dh = _step_product(xp, da[:, s], wht)
+            return da, da, dh, dc
         o, i, f, g = (gates[..., k * H:(k + 1) * H] for k in range(4))
         # Coefficients of every step at once: dc += dh * q; da_o = dh * k_o;
         # (da_i, da_f, da_g) = dc * k_c.
