@@ -92,9 +92,8 @@ def adam(w, g, m, v, beta1: float, beta2: float, eps: float, step: float) -> Non
     """Adam's update of the 1-D ``w``, ``m`` and ``v`` in place from ``g`` (dpnb.solvers'
     ``_adam_step``, whose results it gives bit for bit), ``step`` the bias-corrected
     learning rate."""
-    scalar = w.dtype.type
-    _loops().adam(w, g, m, v, scalar(beta1), scalar(1 - beta1), scalar(beta2),
-                  scalar(1 - beta2), scalar(eps), scalar(step))
+    hyper = np.array([beta1, 1 - beta1, beta2, 1 - beta2, eps, step], w.dtype)
+    _loops().adam(w, g, m, v, hyper)
 
 
 def lstm_step_grads(dh, dc, g, gates, tc, c_prev, da) -> None:

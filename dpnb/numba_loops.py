@@ -60,9 +60,12 @@ exact = numba.njit(cache=True, nogil=True, error_model="numpy")
 
 
 @exact
-def adam(w, g, m, v, beta1, rest1, beta2, rest2, eps, step):
+def adam(w, g, m, v, hyper):
     """Adam's update of w, m and v in place, element by element, in the order of
-    dpnb.solvers.adaptive's passes; the scalars come in w's dtype, as NumPy casts them."""
+    dpnb.solvers.adaptive's passes; ``hyper`` holds beta1, 1 - beta1, beta2, 1 - beta2,
+    eps and the step size in w's dtype, as NumPy casts them."""
+    beta1, rest1, beta2, rest2, eps, step = hyper[0], hyper[1], hyper[2], hyper[3], \
+        hyper[4], hyper[5]
     for i in range(w.shape[0]):
         gi = g[i]
         mi = m[i] * beta1 + gi * rest1
