@@ -88,6 +88,7 @@ def affine(x: Variable, weight: Variable, bias: Variable | None = None,
 
 _BLOCK_BYTES = 4 << 20  # the columns of one block of samples, to stay in the cache
 
+
 class _Patches:
     """im2col for channel-first arrays of one shape (B, C, *size): the patch (zero-padded
     by ``pad``) under each position, as (B, group, C/group * prod(kernel), prod(positions)),
@@ -411,14 +412,14 @@ class _Geometry:
         if need_x and need_w and self.unit_stride and not self.pointwise:
             b, c, g = self.batch, self.channels, self.group
             x = self.gy_patches.widen(xp, x).reshape(b, g, c // g, -1)
-            gw = []
+            gw_parts = []  # each block's share of the weight gradient
 
             def add_weight_grad(samples, columns):
-                gw.append(_batch_product_sum(x[samples], columns))
+                gw_parts.append(_batch_product_sum(x[samples], columns))
 
             gx = self._products(xp, self.flip(w), self.output_grad_blocks(xp, self._grouped(gy)),
                                 add_weight_grad)
-            gw = functools.reduce(operator.add, gw)
+            gw = functools.reduce(operator.add, gw_parts)
             gw = self.flip(gw.reshape((c, self.out_channels // g) + self.kernel))
             gx = self.gy_patches.crop(xp, gx)
             return gx.reshape(self.x_shape), gw.reshape(self.w_shape)

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .. import kernels
 from ..errors import DpnbError, DpnbValueError
 from ..graph import Function, Variable
 from .array import reshape, transpose
-from .. import kernels
 from .base import (argument_error, axes_of, base_axis_of, default_outputs, kept_axes,
                    one_axis, sum_to, workspace)
 from .graph_module import composite_backward_graph, on_variables
