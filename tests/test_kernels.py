@@ -123,10 +123,26 @@ def test_adam_rounds_as_numpys_passes(rng, dtype):
 
 
 def test_load_compiles_the_float32_loops_ahead_of_their_first_calls():
-    from dpnb import numba_loops
+    """In a fresh process (here earlier tests have compiled them already): no loop has a
+    float32 signature before ``load``, every one has after."""
+    probe = """
+from dpnb import kernels, numba_loops
+loops = [numba_loops.square_deviation_sums, numba_loops.normalize, numba_loops.grad_sums,
+         numba_loops.input_grad, numba_loops.adam, numba_loops.lstm_step_grads]
+compiled = lambda: [any("float32" in str(s) for s in loop.signatures) for loop in loops]
+before = compiled()
+kernels.load()
+print(before, compiled())
+"""
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("] [") == ["[False, False, False, False, False, False",
+                                        "True, True, True, True, True, True]\n"]
 
-    kernels.load()
-    for loop in (numba_loops.square_deviation_sums, numba_loops.normalize,
-                 numba_loops.grad_sums, numba_loops.input_grad, numba_loops.adam,
-                 numba_loops.lstm_step_grads):
-        assert any("float32" in str(signature) for signature in loop.signatures), loop
+
+def test_turning_them_on_without_numba_says_what_to_install(monkeypatch):
+    monkeypatch.setattr(kernels, "_HAVE_NUMBA", False)
+    with pytest.raises(ImportError, match=r"pip install 'dpnb\[jit\]'"):
+        kernels.use(True)
+    assert kernels.backend().startswith("numba ")   # what was on stays on
