@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from checkout import repository_status
 
 from dpnb.testing import ONE_THREAD
 
@@ -24,16 +25,13 @@ RESULTS = BENCHMARKS / "results"
 PROGRAMS = sorted(p.name for p in BENCHMARKS.glob("*.py")
                   if 'if __name__ == "__main__":' in p.read_text())
 HELPERS = {"timing.py", "revisions.py"}      # modules the programs import, no programs
-# Bytecode caches are Python's writes, not the benchmark's: kept out of the comparison.
-ENV = {**os.environ, **ONE_THREAD, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"}
+ENV = {**os.environ, **ONE_THREAD, "PYTHONPATH": str(REPO)}
 
 
 def repository_state() -> tuple[str, dict[str, int]]:
-    """What a command could write into the checkout: git's view of every changed, new or
-    ignored path, and the modification times of the reference results."""
-    status = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--ignored"],
-                            capture_output=True, text=True, check=True).stdout
-    return status, {p.name: p.stat().st_mtime_ns for p in RESULTS.iterdir()}
+    """What a command could write into the checkout: git's view of it, and the modification
+    times of the reference results."""
+    return repository_status(), {p.name: p.stat().st_mtime_ns for p in RESULTS.iterdir()}
 
 
 def run(program: str, *args: str, timeout: float) -> subprocess.CompletedProcess:

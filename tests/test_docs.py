@@ -24,6 +24,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from checkout import repository_status
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
@@ -332,14 +333,6 @@ def test_every_command_of_the_readme_and_docs_parses_and_names_what_exists():
     assert check_command(["python", "-m", "dpnb.no_such_module"], extras)
     assert check_command([".venv/bin/pip", "install", "-e", ".[mpich,nonsense]"], extras)
     assert check_command(["python", "benchmarks/no_such_benchmark.py"], extras)
-
-
-def repository_status() -> str:
-    """What git sees changed or added in the checkout, ignored files included (bytecode
-    aside): a command run as the docs show it writes none."""
-    status = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=REPO,
-                            capture_output=True, text=True, check=True).stdout
-    return "\n".join(line for line in status.splitlines() if "__pycache__" not in line)
 
 
 def test_every_command_shown_is_run_or_says_why_not():
