@@ -55,6 +55,13 @@ def input_grad(gy, scale, x, mean, coef, shift, out):
                 out[b, c, i] = gy[b, c, i] * s + (x[b, c, i] - m) * k + h
 
 
+@jit
+def where_positive(g, y, out):
+    """out = g where y > 0, else 0 (flat arrays)."""
+    for i in range(g.shape[0]):
+        out[i] = g[i] if y[i] > 0 else 0
+
+
 # No fast math: the same float roundings in the same order as NumPy's whole-array passes.
 exact = numba.njit(cache=True, nogil=True, error_model="numpy")
 

@@ -1,5 +1,5 @@
 """dpnb.kernels: batch normalization's compiled passes against NumPy in float32 and
-float64 on rows (before, C, after), Adam's update bit for bit against the solver's NumPy
+float64 on rows (before, C, after), ReLU's gradient, Adam's update bit for bit against the solver's NumPy
 passes, which arrays they serve, ``load``, and the switch that turns them off (``use``,
 ``DPNB_JIT=0``).  The LSTM step is held to NumPy's in test_functions_recurrent.py."""
 import os
@@ -76,6 +76,21 @@ def test_nan_and_infinity_keep_their_meaning():
     assert np.isnan(kernels.grad_sums(x, x, ones)[1][0])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_where_positive_selects_as_nnabla_relus_gradient(rng, dtype):
+    """g where y > 0, else +0, with NaN and infinity in both (ReLU's gradient)."""
+    y, g = rng.randn(2, 3, 7).astype(dtype), rng.randn(2, 3, 7).astype(dtype)
+    y[0, 0, :4] = [np.nan, np.inf, -np.inf, 0]
+    g[0, 1, :3] = [np.nan, np.inf, -np.inf]
+    g[1, 0, :3] = [np.nan, np.inf, -np.inf]
+    y[1, 0, :3] = -1
+    got = kernels.where_positive(g, y)
+    assert got.dtype == dtype and got.shape == g.shape
+    want = np.where(y > 0, g, dtype(0))
+    np.testing.assert_array_equal(got, want)
+    assert not np.signbit(got[y <= 0]).any()
+
+
 def test_which_arrays_they_serve(gpu):
     a = np.zeros((2, 3, 4), np.float32)
     assert kernels.for_arrays(np, a, a)
@@ -128,7 +143,8 @@ def test_load_compiles_the_float32_loops_ahead_of_their_first_calls():
     probe = """
 from dpnb import kernels, numba_loops
 loops = [numba_loops.square_deviation_sums, numba_loops.normalize, numba_loops.grad_sums,
-         numba_loops.input_grad, numba_loops.adam, numba_loops.lstm_step_grads]
+         numba_loops.input_grad, numba_loops.where_positive, numba_loops.adam,
+         numba_loops.lstm_step_grads]
 compiled = lambda: [any("float32" in str(s) for s in loop.signatures) for loop in loops]
 before = compiled()
 kernels.load()
@@ -137,8 +153,8 @@ print(before, compiled())
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("] [") == ["[False, False, False, False, False, False",
-                                        "True, True, True, True, True, True]\n"]
+    assert done.stdout.split("] [") == ["[" + ", ".join(["False"] * 7), ", ".join(["True"] * 7)
+                                        + "]\n"]
 
 
 def test_turning_them_on_without_numba_says_what_to_install(monkeypatch):
