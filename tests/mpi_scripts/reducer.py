@@ -3,8 +3,11 @@ comm.all_reduce and against NumPy references (the mean of every rank's
 gradients, gathered with mpi4py), after and during backward, with the list in
 and out of storage order, and with flat storage growing between steps; and
 the count of plans built and collectives issued per step of a network with
-several sync-BN layers (no plan after the first step)."""
+several sync-BN layers (no plan after the first step); and the agreement check of
+backward's callback, waited for only when the first pack is ready."""
 from __future__ import annotations
+
+import time
 
 import numpy as np
 from mpi4py import MPI
@@ -14,7 +17,7 @@ import dpnb.communicators as C
 import dpnb.functions as F
 import dpnb.parametric_functions as PF
 import dpnb.solvers as S
-from dpnb.errors import DpnbError
+from dpnb.errors import AgreementError, DpnbError
 from dpnb.testing import Checks, guarded, rank_data
 
 
@@ -216,6 +219,73 @@ def check_plans_per_step(comm, ok: Checks, r: int) -> None:
     nn.clear_parameters()
 
 
+LATE_S = 0.6  # how long the other ranks start backward after rank 0
+
+
+class Clock:
+    """A callback beside the reducer: when each function's backward (and the reducer's
+    work after it) finished, from ``start``."""
+
+    def __init__(self):
+        self.start, self.times = 0.0, []
+
+    def on_finish_function_backward(self, fn) -> None:
+        self.times.append(time.perf_counter() - self.start)
+
+    def on_finish(self) -> None:
+        pass
+
+
+def check_deferred_agreement(comm, ok: Checks, r: int) -> None:
+    """During backward the agreement check is waited for only when the first pack is
+    ready: rank 0 runs backward up to there while the others start it ``LATE_S`` later
+    (before, it waited for them at backward's first function).  With sync BN's
+    collectives in backward (which settle the check first) the gradients are those of
+    backward then all_reduce; a mismatch found there raises AgreementError on every
+    rank, and the next backward works."""
+    x = nn.Variable.from_numpy_array(rank_data(r, 5, (5, 7), np.float32))
+    loss = mlp(x)
+    solver = S.Sgd(0.1)
+    solver.set_parameters(nn.get_parameters())
+    reducer = comm.gradient_reducer(solver, division=True)  # one pack: ready at the end
+    clock = Clock()
+    loss.forward()
+    solver.zero_grad()
+    comm.barrier()
+    if r != 0:
+        time.sleep(LATE_S)
+    clock.start = time.perf_counter()
+    loss.backward(communicator_callbacks=[reducer, clock])
+    total = time.perf_counter() - clock.start
+    if r == 0:
+        ok.true(clock.times[-2] < LATE_S / 2 and total > LATE_S * 0.9,
+                f"rank 0 ran backward while the others were late: functions done at "
+                f"{[round(t, 3) for t in clock.times]} s, backward took {total:.3f} s, the "
+                f"others started it {LATE_S} s later")
+    nn.clear_parameters()
+
+    x = nn.Variable.from_numpy_array(rank_data(r, 6, (2, 3, 6, 6), np.float32))
+    loss = sync_bn_net(x, comm)
+    solver.set_parameters(nn.get_parameters())
+    params = list(nn.get_parameters().values())
+    backward_of(loss, params)
+    comm.all_reduce([p.grad for p in params], division=True)
+    expected = [p.g.copy() for p in params]
+    reducer = comm.gradient_reducer(solver, division=True)
+    mismatched = comm.all_reduce_callback([p.grad for p in params], 1 << 20,
+                                          division=(r == 0))
+    for name, callback in (("reducer", reducer), ("mismatched", mismatched),
+                           ("reducer after the mismatch", reducer)):
+        step = lambda: backward_of(loss, params, callback)  # noqa: E731
+        if name == "mismatched":
+            ok.raises(AgreementError, "differ in: division", step, "different division")
+            continue
+        step()
+        for i, p in enumerate(params):
+            ok.close(p.g, expected[i], f"sync BN, {name}: gradient {i}")
+    nn.clear_parameters()
+
+
 def main() -> None:
     comm = C.MultiProcessCommunicator(nn.Context())
     comm.init()
@@ -224,6 +294,7 @@ def main() -> None:
     check_storage_growth(comm, ok, comm.rank)
     check_errors(comm, ok)
     check_plans_per_step(comm, ok, comm.rank)
+    check_deferred_agreement(comm, ok, comm.rank)
     comm.barrier()
     ok.finish()
 

@@ -186,8 +186,15 @@ class Exchange:
         Skipped where ``check_agreement`` is off, unless ``always``."""
         if not (self.check_agreement or always):
             return True
-        return agreement.agree(group, call, self.guard.wait_agreement,
-                               lambda: group.describe(call.operation) + ", agreement check")
+        return agreement.agree(group, call, self.guard.wait_agreement, _check_what(group, call))
+
+    def deferred_check(self, group: Group, call: Call) -> agreement.DeferredCheck | None:
+        """``call``'s agreement check, started now, for ``settle()`` when its outcome is
+        needed; None where ``check_agreement`` is off (the layouts are taken to agree)."""
+        if not self.check_agreement:
+            return None
+        return agreement.DeferredCheck(group, call, self.guard.wait_agreement,
+                                       _check_what(group, call))
 
     def refuse(self, group: Group, operation: str, error: Exception,
                always: bool = False) -> None:
@@ -289,6 +296,11 @@ class Exchange:
                            "slower than NCCL: NCCL needs a GPU context "
                            "(get_extension_context('cudnn')), CuPy with NCCL, and every array "
                            "of a call on the GPU")
+
+
+def _check_what(group: Group, call: Call):
+    """What names ``call``'s agreement check in the errors of its wait."""
+    return lambda: group.describe(call.operation) + ", agreement check"
 
 
 def _plain_bytes(source: ListSource) -> int:
