@@ -58,6 +58,13 @@ def _channels(a, rows):
     return np.ascontiguousarray(a, dtype=rows.dtype).reshape(-1)
 
 
+def channel_sums(rows):
+    """sum(x) per channel of rows (before, C, after): (C,) float64."""
+    out = np.empty(rows.shape[1], np.float64)
+    _loops().channel_sums(rows, out)
+    return out
+
+
 def square_deviation_sums(rows, mean):
     """sum((x - mean)^2) per channel of rows (before, C, after): (C,) float64."""
     out = np.empty(rows.shape[1], np.float64)
@@ -120,6 +127,7 @@ def load() -> None:
     if not _enabled:
         return
     one, channel = np.ones((1, 1, 1), np.float32), np.ones(1, np.float32)
+    channel_sums(one)
     square_deviation_sums(one, channel)
     normalize(one, channel, channel)
     grad_sums(one, one, channel)

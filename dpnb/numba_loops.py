@@ -11,6 +11,17 @@ jit = numba.njit(cache=True, nogil=True, error_model="numpy",
 
 
 @jit
+def channel_sums(x, out):
+    """out = sum(x) per channel, accumulated in float64."""
+    for c in range(x.shape[1]):
+        total = 0.0
+        for b in range(x.shape[0]):
+            for i in range(x.shape[2]):
+                total += x[b, c, i]
+        out[c] = total
+
+
+@jit
 def square_deviation_sums(x, mean, out):
     """out = sum((x - mean)^2) per channel, accumulated in float64."""
     for c in range(x.shape[1]):

@@ -39,6 +39,9 @@ def test_passes_match_numpy(rng, shape, dtype):
     c = lambda a: a.reshape(1, -1, 1)  # noqa: E731  (per channel, broadcast over rows)
     x64, gy64 = x.astype(np.float64), gy.astype(np.float64)
     centred = x64 - c(mean.astype(np.float64))
+    sums = kernels.channel_sums(x)
+    assert sums.dtype == np.float64
+    np.testing.assert_allclose(sums, x64.sum(axis=(0, 2)), **tolerance(dtype))
     np.testing.assert_allclose(kernels.square_deviation_sums(x, mean),
                                (centred ** 2).sum(axis=(0, 2)), **tolerance(dtype))
     sums, dots = kernels.grad_sums(gy, x, mean)
@@ -70,6 +73,7 @@ def test_nan_and_infinity_keep_their_meaning():
     """Fast math may reorder the sums but not assume away NaN and infinity."""
     x = np.array([[[1.0, np.nan, 2.0]], [[np.inf, 0.0, 1.0]]], np.float32)
     ones = np.ones(1, np.float32)
+    assert np.isnan(kernels.channel_sums(x)[0])
     assert np.isnan(kernels.square_deviation_sums(x, ones)[0])
     y = kernels.normalize(x, ones, ones)
     assert np.isnan(y[0, 0, 1]) and np.isposinf(y[1, 0, 0])
@@ -142,9 +146,9 @@ def test_load_compiles_the_float32_loops_ahead_of_their_first_calls():
     float32 signature before ``load``, every one has after."""
     probe = """
 from dpnb import kernels, numba_loops
-loops = [numba_loops.square_deviation_sums, numba_loops.normalize, numba_loops.grad_sums,
-         numba_loops.input_grad, numba_loops.where_positive, numba_loops.adam,
-         numba_loops.lstm_step_grads]
+loops = [numba_loops.channel_sums, numba_loops.square_deviation_sums, numba_loops.normalize,
+         numba_loops.grad_sums, numba_loops.input_grad, numba_loops.where_positive,
+         numba_loops.adam, numba_loops.lstm_step_grads]
 compiled = lambda: [any("float32" in str(s) for s in loop.signatures) for loop in loops]
 before = compiled()
 kernels.load()
@@ -153,7 +157,7 @@ print(before, compiled())
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("] [") == ["[" + ", ".join(["False"] * 7), ", ".join(["True"] * 7)
+    assert done.stdout.split("] [") == ["[" + ", ".join(["False"] * 8), ", ".join(["True"] * 8)
                                         + "]\n"]
 
 
