@@ -1,10 +1,10 @@
 """Elementwise passes compiled by Numba where it is installed (the ``jit`` extra): batch
 normalization's per-channel passes, over NumPy arrays of float32 or float64 seen as rows
-(before, C, after), ReLU's gradient, Adam's update and an LSTM step's way back.  NumPy takes four or five
-whole-array operations for batch normalization's input gradient and eleven for an Adam
-step where these take one loop; memory (or, on a small network, the calls themselves)
-bounds them, not arithmetic: on ResNet-23 they take the CPU step from 1.03x to 0.87x
-PyTorch's.
+(before, C, after), ReLU and its gradient, Adam's update and an LSTM step's way back.
+NumPy takes four or five whole-array operations for batch normalization's input gradient
+and eleven for an Adam step where these take one loop; memory (or, on a small network,
+the calls themselves) bounds them, not arithmetic: on ResNet-23 they take the CPU step
+from 1.03x to 0.87x PyTorch's.
 
 ``for_arrays`` says whether they serve some arrays; the callers keep their NumPy path for
 CuPy, float16, a Python without Numba, and ``DPNB_JIT=0`` (or ``use``), which selects it
@@ -96,8 +96,8 @@ def input_grad(gy_rows, scale, rows, mean, coef, shift):
 
 
 def where_positive(g, y):
-    """``g`` where ``y > 0``, else 0, of two C-contiguous arrays of one shape (ReLU's
-    gradient): a new array."""
+    """``g`` where ``y > 0``, else 0, of two C-contiguous arrays of one shape (ReLU, with
+    ``g`` = ``y`` = x, and its gradient): a new array."""
     out = np.empty_like(g)
     _loops().where_positive(g.reshape(-1), y.reshape(-1), out.reshape(-1))
     return out

@@ -1,6 +1,6 @@
 """dpnb.kernels: batch normalization's compiled passes against NumPy in float32 and
-float64 on rows (before, C, after), ReLU's gradient, Adam's update bit for bit against the solver's NumPy
-passes, which arrays they serve, ``load``, and the switch that turns them off (``use``,
+float64 on rows (before, C, after), ReLU's select, Adam's update bit for bit against the
+solver's NumPy passes, which arrays they serve, ``load``, and the switch that turns them off (``use``,
 ``DPNB_JIT=0``).  The LSTM step is held to NumPy's in test_functions_recurrent.py."""
 import os
 import subprocess
