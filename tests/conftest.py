@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 import dpnb as nn
+from dpnb import kernels
 
 
 @pytest.fixture(autouse=True)
@@ -35,6 +36,15 @@ def ipython_dir(tmp_path_factory):
 @pytest.fixture
 def rng():
     return np.random.RandomState(0)
+
+
+@pytest.fixture(params=["numba", "numpy"])
+def kernel_backend(request):
+    """A test twice: through dpnb.kernels' compiled loops and through NumPy alone (as
+    without Numba)."""
+    before = kernels.use(request.param == "numba")
+    yield request.param
+    kernels.use(before)
 
 
 def _standin():

@@ -6,7 +6,7 @@ from gradcheck import check_grad
 import dpnb as nn
 import dpnb.functions as F
 import dpnb.parametric_functions as PF
-from dpnb import DpnbError, kernels
+from dpnb import DpnbError
 from dpnb.ext_utils import get_extension_context
 
 
@@ -87,48 +87,39 @@ def test_relu_gradient_is_zero_at_and_below_zero():
     np.testing.assert_array_equal(x.g, [0, 0, 1])
 
 
-@pytest.mark.parametrize("compiled", [True, False], ids=["numba", "numpy"])
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
-def test_relu_gives_positive_zero_for_nan_and_negative_zero_as_nnabla(compiled, dtype):
+def test_relu_gives_positive_zero_for_nan_and_negative_zero_as_nnabla(kernel_backend, dtype):
     """nnabla 1.39.0 gives [0, 0, 0, inf, 0, 0, 3], every zero +0 (recorded with nnabla:
     F.relu of these inputs; its max(0, x) takes 0 unless 0 < x), where NumPy's maximum
     would give NaN; a transposed view included."""
-    before = kernels.use(compiled)
-    try:
-        a = np.array([-0.0, np.nan, -np.inf, np.inf, 0, -2, 3], dtype)
-        for x, want in [(a, [0, 0, 0, np.inf, 0, 0, 3]),
-                        (a[:6].reshape(2, 3).T, [[0, np.inf], [0, 0], [0, 0]])]:
-            y = F.relu(nn.Variable.from_numpy_array(x))
-            y.forward()
-            assert y.d.dtype == dtype
-            np.testing.assert_array_equal(y.d, want)
-            assert not np.signbit(y.d).any()
-    finally:
-        kernels.use(before)
+    a = np.array([-0.0, np.nan, -np.inf, np.inf, 0, -2, 3], dtype)
+    for x, want in [(a, [0, 0, 0, np.inf, 0, 0, 3]),
+                    (a[:6].reshape(2, 3).T, [[0, np.inf], [0, 0], [0, 0]])]:
+        y = F.relu(nn.Variable.from_numpy_array(x))
+        y.forward()
+        assert y.d.dtype == dtype
+        np.testing.assert_array_equal(y.d, want)
+        assert not np.signbit(y.d).any()
 
 
-@pytest.mark.parametrize("compiled", [True, False], ids=["numba", "numpy"])
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
-def test_relu_gradient_is_zero_below_zero_even_for_infinite_or_nan_gradients(compiled, dtype):
+def test_relu_gradient_is_zero_below_zero_even_for_infinite_or_nan_gradients(kernel_backend,
+                                                                             dtype):
     """nnabla 1.39.0 gives [0, inf, 0, 0, -0.5] (recorded with nnabla: F.relu of x below,
     backward with these gradients); ``g * (y > 0)`` would give NaN at the first and third.
     A transposed view of the gradient takes the bit-mask path on every backend."""
-    before = kernels.use(compiled)
-    try:
-        x = nn.Variable.from_numpy_array(np.array([-1, 2, -3, 0, 4], dtype), need_grad=True)
-        y = F.relu(x)
-        y.forward()
-        y.backward(np.array([np.inf, np.inf, np.nan, 1, -0.5], dtype))
-        assert x.g.dtype == dtype
-        np.testing.assert_array_equal(x.g, [0, np.inf, 0, 0, -0.5])
-        assert not np.signbit(x.g[[0, 2, 3]]).any()   # +0, as nnabla's
-        x = nn.Variable.from_numpy_array(np.array([[-1, 2], [3, -4]], dtype), need_grad=True)
-        y = F.relu(x)
-        y.forward()
-        y.backward(np.array([[np.nan, 5], [6, np.inf]], dtype).T)
-        np.testing.assert_array_equal(x.g, [[0, 6], [5, 0]])
-    finally:
-        kernels.use(before)
+    x = nn.Variable.from_numpy_array(np.array([-1, 2, -3, 0, 4], dtype), need_grad=True)
+    y = F.relu(x)
+    y.forward()
+    y.backward(np.array([np.inf, np.inf, np.nan, 1, -0.5], dtype))
+    assert x.g.dtype == dtype
+    np.testing.assert_array_equal(x.g, [0, np.inf, 0, 0, -0.5])
+    assert not np.signbit(x.g[[0, 2, 3]]).any()   # +0, as nnabla's
+    x = nn.Variable.from_numpy_array(np.array([[-1, 2], [3, -4]], dtype), need_grad=True)
+    y = F.relu(x)
+    y.forward()
+    y.backward(np.array([[np.nan, 5], [6, np.inf]], dtype).T)
+    np.testing.assert_array_equal(x.g, [[0, 6], [5, 0]])
 
 
 def test_sigmoid_is_stable_for_large_inputs():

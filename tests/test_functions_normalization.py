@@ -8,16 +8,13 @@ import dpnb.parametric_functions as PF
 from dpnb.context import to_module
 from dpnb.errors import DpnbError
 from dpnb.ext_utils import get_extension_context
-from dpnb import kernels
 
 
-@pytest.fixture(params=["numba", "numpy"], autouse=True)
-def backend(request):
+@pytest.fixture(autouse=True)
+def backend(kernel_backend):
     """Every test here twice: batch normalization through the compiled kernels and through
     NumPy alone (as without Numba)."""
-    before = kernels.use(request.param == "numba")
-    yield request.param
-    kernels.use(before)
+    return kernel_backend
 
 
 def stat_shape(x_shape, axes):
